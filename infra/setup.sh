@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Builds the two Python environments Cloudburst needs, idempotently.
+#   .venv/training : TensorFlow 2.15 + Horovod (Gloo) + pyspark 3.5 — runs every Spark job and training process
+#   .venv/airflow  : Airflow 3 + Spark/HDFS providers + MLflow — orchestration and UIs
+# They cannot be one environment (protobuf <5 for TensorFlow vs >=5.26 for the Spark provider).
+# A second run does nothing; a changed requirements file re-runs pip for that environment only.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+requirements_dir="$repo_root/infra/requirements"
+venv_root="${CLOUDBURST_VENV_ROOT:-$repo_root/.venv}"
+python_bin="${CLOUDBURST_PYTHON:-python3.11}"
+only="${1:-all}"   # all | training | airflow
+
+log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+install_debian_packages() {
+  local wanted=(libkrb5-dev openjdk-17-jre-headless g++ cmake make procps)
+  local missing=()
+  for package in "${wanted[@]}"; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
+    log "installing Debian packages: ${missing[*]}"
+    local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+  fi
+}
+
+# The stamp is the hash of everything that decides an environment's contents.
+stamp_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+ensure_venv() {
+  local venv="$1"
+  if [ ! -x "$venv/bin/python" ]; then
+    log "creating $venv"
+    "$python_bin" -m venv "$venv"
+    "$venv/bin/pip" install -q --upgrade 'pip==24.2' 'setuptools==70.3.0' 'wheel==0.44.0'
+  fi
+}
+
+build_training_env() {
+  local venv="$venv_root/training"
+  local stamp
+  stamp=$(stamp_of "$requirements_dir/training.txt" "$requirements_dir/training-constraints.txt" \
+                   "$requirements_dir/horovod.txt" "$repo_root/pyproject.toml")
+  if [ -f "$venv/.cloudburst-stamp" ] && [ "$(cat "$venv/.cloudburst-stamp")" = "$stamp" ]; then
+    log "training environment up to date ($venv)"; return
+  fi
+  ensure_venv "$venv"
+  log "installing training requirements (TensorFlow, pyspark 3.5, MLflow) — a few minutes when cold"
+  "$venv/bin/pip" install -q -r "$requirements_dir/training.txt" -c "$requirements_dir/training-constraints.txt"
+  if ! "$venv/bin/python" -c 'import horovod.tensorflow' 2>/dev/null; then
+    log "installing Horovod with TensorFlow + Gloo (compiles ~4 min the first time; pip's wheel cache keeps the result)"
+  fi
+  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+  HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 MAKEFLAGS="-j$(nproc)" \
+    "$venv/bin/pip" install -q --no-build-isolation -r "$requirements_dir/horovod.txt" \
+      -c "$requirements_dir/training-constraints.txt"
+  "$venv/bin/pip" install -q --no-deps -e "$repo_root"
+  "$venv/bin/pip" check
+  echo "$stamp" > "$venv/.cloudburst-stamp"
+  log "training environment ready"
+}
+
+build_airflow_env() {
+  local venv="$venv_root/airflow"
+  local stamp
+  stamp=$(stamp_of "$requirements_dir/airflow.txt" "$repo_root/pyproject.toml")
+  if [ -f "$venv/.cloudburst-stamp" ] && [ "$(cat "$venv/.cloudburst-stamp")" = "$stamp" ]; then
+    log "airflow environment up to date ($venv)"; return
+  fi
+  ensure_venv "$venv"
+  log "installing Airflow requirements — a few minutes when cold"
+  "$venv/bin/pip" install -q -r "$requirements_dir/airflow.txt"
+  # Only the light modules (run specification, storage) are imported by DAGs; heavy ones load inside tasks.
+  "$venv/bin/pip" install -q --no-deps -e "$repo_root"
+  "$venv/bin/pip" check
+  echo "$stamp" > "$venv/.cloudburst-stamp"
+  log "airflow environment ready"
+}
+
+install_debian_packages
+case "$only" in
+  training) build_training_env ;;
+  airflow) build_airflow_env ;;
+  all) build_training_env; build_airflow_env ;;
+  *) echo "usage: infra/setup.sh [all|training|airflow]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,127 @@
+"""``cloudburst``: the command line for Cloudburst's data pipeline.
+
+    cloudburst ingest mnist       validate the MNIST IDX files and publish them as Parquet
+    cloudburst augment            add elastic deformations of every training image (Spark job)
+    cloudburst shard              split the training set into N stratified shards (Spark job)
+    cloudburst preview            write a PNG of originals beside their deformations
+
+Datasets are URIs: a local path, file:///…, or hdfs://namenode:8020/…; the default root is ./var/datasets
+(override with CLOUDBURST_DATA_ROOT). Every step publishes atomically and re-running it is a no-op.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from training import storage
+from training.console import configure_logging
+
+log = logging.getLogger("cloudburst")
+
+
+def _ingest_mnist(args: argparse.Namespace) -> None:
+    from training.datasets import mnist
+
+    sources = args.source or [str(mnist.VENDORED_SOURCE)]
+    manifest, created = mnist.ingest(sources if len(sources) > 1 else sources[0], args.dest, args.overwrite)
+    splits = manifest["splits"]
+    verb = "published" if created else "already complete, nothing to do:"
+    log.info("%s %s (train %d, test %d images, data_version %s)", verb, manifest["uri"],
+             splits["train"]["rows"], splits["test"]["rows"], manifest["data_version"])
+
+
+def _augment(args: argparse.Namespace) -> None:
+    from training.jobs import augment
+
+    augment.run(args, master=args.master)
+
+
+def _shard(args: argparse.Namespace) -> None:
+    from training.jobs import shard
+
+    shard.run(args, master=args.master)
+
+
+def _preview(args: argparse.Namespace) -> None:
+    from training.augment import elastic
+    from training.augment.preview import deformation_grid
+    from training.datasets import mnist
+
+    elastic.validate_parameters(args.alpha, args.sigma, seed=args.seed)
+    batch = mnist.read_split(args.source, "train")
+    originals = type(batch)(*(column[: args.rows] for column in (batch.images, batch.labels, batch.index, batch.copy)))
+    Path(args.out).write_bytes(deformation_grid(originals, args.seed, args.alpha, args.sigma, args.columns))
+    log.info("wrote %s", args.out)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from training.augment import elastic
+    from training.jobs import augment, shard
+    from training.jobs.spark_session import DEFAULT_MASTER
+
+    parser = argparse.ArgumentParser(prog="cloudburst", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ingest = commands.add_parser("ingest", help="validate a raw dataset and publish it as Parquet")
+    datasets = ingest.add_subparsers(dest="dataset", required=True, metavar="DATASET")
+    ingest_mnist = datasets.add_parser(
+        "mnist", help="MNIST from IDX files (.gz or raw)",
+        description="Validate the four MNIST IDX files (magic, dimensions, length, labels 0–9, gzip framing, "
+                    "sha256 against SHA256SUMS or, for a URL, the canonical MNIST content) and publish "
+                    "train/test as Parquet. Nothing is written if any check fails.")
+    ingest_mnist.add_argument("--source", action="append",
+                              help="a directory, an http(s) base URL, or (repeat 4×) the four file paths "
+                                   f"(default: the vendored copy in {storage.REPO_ROOT / 'data' / 'mnist'})")
+    ingest_mnist.add_argument("--dest", default=augment.default_raw_dataset(), help="output URI (default: %(default)s)")
+    ingest_mnist.add_argument("--overwrite", action="store_true", help="replace a different dataset at --dest")
+    ingest_mnist.set_defaults(handler=_ingest_mnist)
+
+    spark_help = f"Spark master (default: spark-submit's, else $CLOUDBURST_SPARK_MASTER or {DEFAULT_MASTER})"
+    augment_parser = commands.add_parser(
+        "augment", help="elastic deformation of the training images (Spark job)",
+        description="Add --copies Gaussian elastic deformations (Simard et al. 2003) of every training image; "
+                    "originals are kept and the test split is copied unchanged. Deterministic per "
+                    "(seed, example, copy): a re-run writes identical bytes.")
+    augment.add_arguments(augment_parser)
+    augment_parser.add_argument("--master", default=None, help=spark_help)
+    augment_parser.set_defaults(handler=_augment)
+
+    shard_parser = commands.add_parser(
+        "shard", help="stratified, deterministic shards of the training split (Spark job)",
+        description="Deal the training split into N = nodes × workers-per-node shards, stratified by label "
+                    "(per class, shard sizes differ by at most one), shuffled with a seed. Each shard is one "
+                    "Parquet file a worker reads with pyarrow alone.")
+    shard.add_arguments(shard_parser)
+    shard_parser.add_argument("--master", default=None, help=spark_help)
+    shard_parser.set_defaults(handler=_shard)
+
+    preview = commands.add_parser("preview", help="PNG grid of originals beside their deformations")
+    preview.add_argument("--source", default=augment.default_raw_dataset(), help="image dataset (default: %(default)s)")
+    preview.add_argument("--out", default="elastic-preview.png", help="PNG path (default: %(default)s)")
+    preview.add_argument("--rows", type=int, default=6, help="originals shown (default: %(default)s)")
+    preview.add_argument("--columns", type=int, default=6, help="original + copies per row (default: %(default)s)")
+    preview.add_argument("--alpha", type=float, default=elastic.DEFAULT_ALPHA, help="α (default: %(default)s)")
+    preview.add_argument("--sigma", type=float, default=elastic.DEFAULT_SIGMA, help="σ (default: %(default)s)")
+    preview.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
+    preview.set_defaults(handler=_preview)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    configure_logging(args.verbose)
+    try:
+        args.handler(args)
+    except (storage.DatasetError, ValueError) as error:
+        log.error("%s", error)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

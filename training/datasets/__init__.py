@@ -1,0 +1,1 @@
+"""One module per data format: validate → ingest → read."""

@@ -1,0 +1,299 @@
+"""MNIST: validate the four IDX files, ingest them into a Parquet dataset, read splits back.
+
+The source may be a directory, the four file paths, or an http(s) base URL. Files may be gzip-compressed
+(``.gz``) or raw. Every file is checked (magic, dimensions, length, labels, gzip framing) and checksummed
+before anything is written, so a bad input publishes nothing.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import logging
+import struct
+import urllib.error
+import urllib.request
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from training import storage
+from training.datasets.image_records import ImageBatch, from_table, to_table
+
+log = logging.getLogger(__name__)
+
+IMAGE_SHAPE = (28, 28)
+NUM_CLASSES = 10
+IMAGES_MAGIC = 2051
+LABELS_MAGIC = 2049
+ROWS_PER_FILE = 10_000
+DATASET_KIND = "mnist-images"
+
+# role → file stem, as published by the original MNIST site and every mirror.
+FILE_STEMS = {
+    ("train", "images"): "train-images-idx3-ubyte",
+    ("train", "labels"): "train-labels-idx1-ubyte",
+    ("test", "images"): "t10k-images-idx3-ubyte",
+    ("test", "labels"): "t10k-labels-idx1-ubyte",
+}
+# sha256 of the uncompressed canonical files: verifies any mirror, whatever its gzip bytes.
+CANONICAL_CONTENT_SHA256 = {
+    "train-images-idx3-ubyte": "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+    "train-labels-idx1-ubyte": "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+    "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+    "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+}
+VENDORED_SOURCE = storage.REPO_ROOT / "data" / "mnist"
+DOWNLOAD_TIMEOUT_SECONDS = 60
+
+
+class IdxError(storage.DatasetError):
+    """An IDX file is malformed; the message names the file."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One fetched input file: where it came from and its bytes as stored (maybe gzip)."""
+
+    name: str
+    origin: str
+    raw: bytes
+
+
+def _decompress(source: SourceFile) -> bytes:
+    if not source.raw:
+        raise IdxError(f"{source.name}: empty file")
+    if source.name.endswith(".gz"):
+        if source.raw[:2] != b"\x1f\x8b":
+            raise IdxError(f"{source.name}: not gzip data although the name ends in .gz")
+        try:
+            return gzip.decompress(source.raw)
+        except (EOFError, OSError, zlib.error) as error:
+            raise IdxError(f"{source.name}: corrupt or truncated gzip stream ({error})") from error
+    return source.raw
+
+
+def _header(name: str, data: bytes, expected_magic: int, dimensions: int) -> tuple[int, ...]:
+    if not data:
+        raise IdxError(f"{name}: empty file")
+    header_bytes = 4 + 4 * dimensions
+    if len(data) < header_bytes:
+        raise IdxError(f"{name}: truncated header ({len(data)} bytes, need {header_bytes})")
+    (magic,) = struct.unpack(">I", data[:4])
+    if magic != expected_magic:
+        other = {IMAGES_MAGIC: "an images file", LABELS_MAGIC: "a labels file"}.get(magic, "not an MNIST IDX file")
+        raise IdxError(f"{name}: expected magic {expected_magic}, found {magic} ({other}?)")
+    return struct.unpack(f">{dimensions}I", data[4:header_bytes])
+
+
+def parse_images(name: str, data: bytes) -> np.ndarray:
+    """Validate an IDX3 images file and return (n, 28, 28) uint8."""
+    count, rows, cols = _header(name, data, IMAGES_MAGIC, 3)
+    if (rows, cols) != IMAGE_SHAPE:
+        raise IdxError(f"{name}: expected {IMAGE_SHAPE[0]}x{IMAGE_SHAPE[1]} images, found {rows}x{cols}")
+    expected = 16 + count * rows * cols
+    if len(data) < expected:
+        raise IdxError(f"{name}: truncated data: header says {count} images ({expected} bytes), file has {len(data)}")
+    if len(data) > expected:
+        raise IdxError(f"{name}: {len(data) - expected} unexpected bytes after {count} images")
+    return np.frombuffer(data, dtype=np.uint8, offset=16).reshape(count, rows, cols)
+
+
+def parse_labels(name: str, data: bytes) -> np.ndarray:
+    """Validate an IDX1 labels file and return (n,) int8 with values 0–9."""
+    (count,) = _header(name, data, LABELS_MAGIC, 1)
+    expected = 8 + count
+    if len(data) < expected:
+        raise IdxError(f"{name}: truncated data: header says {count} labels ({expected} bytes), file has {len(data)}")
+    if len(data) > expected:
+        raise IdxError(f"{name}: {len(data) - expected} unexpected bytes after {count} labels")
+    labels = np.frombuffer(data, dtype=np.uint8, offset=8)
+    bad = np.flatnonzero(labels >= NUM_CLASSES)
+    if bad.size:
+        raise IdxError(f"{name}: label {labels[bad[0]]} at position {bad[0]} is outside 0–9 ({bad.size} such labels)")
+    return labels.astype(np.int8)
+
+
+def _stem_of(name: str) -> str:
+    return name[:-3] if name.endswith(".gz") else name
+
+
+def _fetch_url(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+            return response.read()
+    except urllib.error.HTTPError as error:
+        if error.code == 404:
+            return None
+        raise storage.DatasetError(f"{url}: download failed (HTTP {error.code})") from error
+    except (urllib.error.URLError, TimeoutError) as error:
+        raise storage.DatasetError(f"{url}: download failed ({error})") from error
+
+
+def _from_url(base_url: str) -> tuple[dict[str, SourceFile], dict[str, str]]:
+    files: dict[str, SourceFile] = {}
+    for stem in FILE_STEMS.values():
+        for name in (f"{stem}.gz", stem):
+            url = f"{base_url.rstrip('/')}/{name}"
+            log.info("downloading %s", url)
+            raw = _fetch_url(url)
+            if raw is not None:
+                files[stem] = SourceFile(name, url, raw)
+                break
+        else:
+            raise storage.DatasetError(f"{base_url}: neither {stem}.gz nor {stem} found")
+    sums = _fetch_url(f"{base_url.rstrip('/')}/SHA256SUMS")
+    return files, parse_checksums(sums.decode()) if sums else {}
+
+
+def _from_directory(directory: Path) -> tuple[dict[str, SourceFile], dict[str, str]]:
+    files: dict[str, SourceFile] = {}
+    for stem in FILE_STEMS.values():
+        for name in (f"{stem}.gz", stem):
+            if (directory / name).is_file():
+                files[stem] = SourceFile(name, str(directory / name), (directory / name).read_bytes())
+                break
+        else:
+            raise storage.DatasetError(f"{directory}: neither {stem}.gz nor {stem} found")
+    sums_file = directory / "SHA256SUMS"
+    return files, parse_checksums(sums_file.read_text()) if sums_file.is_file() else {}
+
+
+def _from_paths(paths: Sequence[str]) -> dict[str, SourceFile]:
+    files: dict[str, SourceFile] = {}
+    known = set(FILE_STEMS.values())
+    for path in map(Path, paths):
+        stem = _stem_of(path.name)
+        if stem not in known:
+            raise storage.DatasetError(f"{path}: not one of the MNIST files ({', '.join(sorted(known))}, optionally .gz)")
+        if not path.is_file():
+            raise storage.DatasetError(f"{path}: no such file")
+        files[stem] = SourceFile(path.name, str(path), path.read_bytes())
+    missing = known - files.keys()
+    if missing:
+        raise storage.DatasetError(f"missing MNIST files: {', '.join(sorted(missing))}")
+    return files
+
+
+def parse_checksums(text: str) -> dict[str, str]:
+    """Parse ``sha256sum`` output (``HEX  NAME`` per line) into name → hex."""
+    sums: dict[str, str] = {}
+    for line in text.splitlines():
+        if line.strip():
+            digest, name = line.split(maxsplit=1)
+            sums[name.strip().lstrip("*")] = digest.lower()
+    return sums
+
+
+def fetch_sources(source: str | Sequence[str]) -> dict[str, SourceFile]:
+    """Fetch the four files from a directory, four paths or a base URL, verifying checksums.
+
+    A file is accepted when its sha256 (as stored, or of its uncompressed content) matches the checksum
+    given for it — from SHA256SUMS beside the files, or the canonical MNIST content for a URL.
+    """
+    sources = [source] if isinstance(source, str) else list(source)
+    checksums: dict[str, str] = {}
+    if len(sources) == 1 and sources[0].startswith(("http://", "https://")):
+        files, checksums = _from_url(sources[0])
+        checksums = {**{name: digest for name, digest in CANONICAL_CONTENT_SHA256.items()}, **checksums}
+    elif len(sources) == 1 and Path(sources[0]).is_dir():
+        files, checksums = _from_directory(Path(sources[0]))
+    elif len(sources) == 1:
+        raise storage.DatasetError(f"{sources[0]}: not a directory, nor an http(s) URL; or give the four file paths")
+    else:
+        files = _from_paths(sources)
+    for stem, source_file in files.items():
+        _verify_checksum(source_file, checksums.get(source_file.name) or checksums.get(stem))
+    return files
+
+
+def _verify_checksum(source_file: SourceFile, expected: str | None) -> None:
+    if expected is None:
+        return
+    candidates = {hashlib.sha256(source_file.raw).hexdigest()}
+    if source_file.name.endswith(".gz"):
+        candidates.add(hashlib.sha256(_decompress(source_file)).hexdigest())
+    if expected not in candidates:
+        raise IdxError(
+            f"{source_file.name}: sha256 mismatch (expected {expected}, got {sorted(candidates)[0]}) "
+            f"from {source_file.origin}"
+        )
+
+
+def load(source: str | Sequence[str]) -> tuple[dict[str, ImageBatch], dict[str, str]]:
+    """Fetch, verify and parse all four files; returns split → batch and stem → content sha256."""
+    files = fetch_sources(source)
+    content_sha256: dict[str, str] = {}
+    splits: dict[str, ImageBatch] = {}
+    for split in ("train", "test"):
+        images_file = files[FILE_STEMS[(split, "images")]]
+        labels_file = files[FILE_STEMS[(split, "labels")]]
+        images_data, labels_data = _decompress(images_file), _decompress(labels_file)
+        images = parse_images(images_file.name, images_data)
+        labels = parse_labels(labels_file.name, labels_data)
+        if len(images) != len(labels):
+            raise IdxError(
+                f"{images_file.name} holds {len(images)} images but {labels_file.name} holds {len(labels)} labels"
+            )
+        content_sha256[_stem_of(images_file.name)] = hashlib.sha256(images_data).hexdigest()
+        content_sha256[_stem_of(labels_file.name)] = hashlib.sha256(labels_data).hexdigest()
+        count = len(labels)
+        splits[split] = ImageBatch(
+            images=images, labels=labels, index=np.arange(count, dtype=np.int64), copy=np.zeros(count, np.int16)
+        )
+    return splits, content_sha256
+
+
+def class_histogram(labels: np.ndarray) -> list[int]:
+    return np.bincount(labels.astype(np.int64), minlength=NUM_CLASSES).tolist()
+
+
+def write_split(staging: storage.Location, split: str, batch: ImageBatch, rows_per_file: int = ROWS_PER_FILE) -> None:
+    """Write a split as fixed-size Parquet files named by position, so the bytes are reproducible."""
+    staging.fs.makedirs(f"{staging.path}/{split}", exist_ok=True)
+    for part, start in enumerate(range(0, max(len(batch), 1), rows_per_file)):
+        chunk = ImageBatch(*(column[start : start + rows_per_file] for column in
+                             (batch.images, batch.labels, batch.index, batch.copy)))
+        with staging.fs.open(f"{staging.path}/{split}/part-{part:05d}.parquet", "wb") as handle:
+            pq.write_table(to_table(chunk), handle)
+
+
+def ingest(source: str | Sequence[str], destination: str, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
+    """Validate MNIST from ``source`` and publish it as Parquet at ``destination``; (manifest, created)."""
+    splits, content_sha256 = load(source)
+    recipe = {"source_content_sha256": content_sha256}
+
+    def write(staging: storage.Location) -> dict[str, Any]:
+        for split, batch in splits.items():
+            log.info("writing %s: %d images", split, len(batch))
+            write_split(staging, split, batch)
+        return {
+            "source": source if isinstance(source, str) else list(source),
+            "image_shape": list(IMAGE_SHAPE),
+            "splits": {
+                split: {"rows": len(batch), "class_histogram": class_histogram(batch.labels)}
+                for split, batch in splits.items()
+            },
+        }
+
+    return storage.publish(destination, DATASET_KIND, recipe, write, overwrite=overwrite)
+
+
+def read_split(dataset: str, split: str) -> ImageBatch:
+    """Read one split of a published image dataset with pyarrow alone."""
+    manifest = storage.require_manifest(dataset, DATASET_KIND)
+    if split not in manifest["splits"]:
+        raise storage.DatasetError(f"{dataset}: no split {split!r} (has {sorted(manifest['splits'])})")
+    where = storage.resolve(dataset)
+    names = sorted(name for name in manifest["files"] if name.startswith(f"{split}/"))
+    tables = []
+    for name in names:
+        with where.fs.open(f"{where.path}/{name}", "rb") as handle:
+            tables.append(pq.read_table(handle))
+    return from_table(pa.concat_tables(tables), tuple(manifest["image_shape"]))

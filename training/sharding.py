@@ -1,0 +1,50 @@
+"""N stratified, deterministic shards of a training split, one Parquet file each, readable with pyarrow alone.
+
+The rule: within each class, examples are ordered by a seeded hash of (index, copy) and dealt round-robin
+to the shards, starting where the previous class stopped. So every example lands in exactly one shard, the
+shards of one class differ in size by at most one, and so do the shards' totals.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from training import storage
+from training.datasets.image_records import ImageBatch, from_table
+
+DATASET_KIND = "image-shards"
+
+
+def shard_file_name(shard: int) -> str:
+    return f"shard-{shard:05d}.parquet"
+
+
+def validate_shard_count(num_shards: int, rows: int | None = None) -> None:
+    if int(num_shards) != num_shards or num_shards < 1:
+        raise ValueError(f"the number of shards must be an integer ≥ 1, got {num_shards}")
+    if rows is not None and num_shards > rows:
+        raise ValueError(f"{num_shards} shards for {rows} examples would leave shards empty")
+
+
+def shard_count(nodes: int, workers_per_node: int) -> int:
+    """One shard per training worker: nodes × workers_per_node."""
+    for name, value in (("nodes", nodes), ("workers_per_node", workers_per_node)):
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be an integer ≥ 1, got {value}")
+    return nodes * workers_per_node
+
+
+def read_shard(shards: str, shard: int) -> pa.Table:
+    """The rows of one shard, in their shuffled order; needs no Spark."""
+    manifest = storage.require_manifest(shards, DATASET_KIND)
+    if not 0 <= shard < manifest["num_shards"]:
+        raise storage.DatasetError(f"{shards}: shard {shard} out of range 0..{manifest['num_shards'] - 1}")
+    where = storage.resolve(shards)
+    with where.fs.open(f"{where.path}/{shard_file_name(shard)}", "rb") as handle:
+        return pq.read_table(handle)
+
+
+def read_shard_images(shards: str, shard: int) -> ImageBatch:
+    manifest = storage.require_manifest(shards, DATASET_KIND)
+    return from_table(read_shard(shards, shard), tuple(manifest["image_shape"]))

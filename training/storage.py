@@ -1,0 +1,215 @@
+"""Dataset locations as URIs, atomic publication and manifests.
+
+A dataset is a directory addressed by a URI: ``file:///abs/path`` (the embedded default, rooted at ``./var``)
+or ``hdfs://namenode:8020/path``. Spark reads and writes both natively; Python code goes through fsspec
+(local files, or WebHDFS for ``hdfs://``). A dataset is complete only when its manifest exists: every
+publisher writes into a temporary sibling, writes the manifest last, then renames the sibling into place.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import fsspec
+
+MANIFEST_NAME = "_manifest.json"
+MANIFEST_FORMAT = 1
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class DatasetError(ValueError):
+    """A dataset location, its manifest or its contents are not what the caller asked for."""
+
+
+def data_root() -> str:
+    """Root URI for datasets: ``$CLOUDBURST_DATA_ROOT`` or ``file://<checkout>/var/datasets``."""
+    configured = os.environ.get("CLOUDBURST_DATA_ROOT")
+    if configured:
+        return to_uri(configured)
+    return (REPO_ROOT / "var" / "datasets").as_uri()
+
+
+def to_uri(location: str) -> str:
+    """Normalise a plain path or URI into a URI (``file://`` for local paths)."""
+    parsed = urlparse(location)
+    if parsed.scheme in ("", "file"):
+        path = parsed.path if parsed.scheme == "file" else location
+        return Path(path).expanduser().resolve().as_uri()
+    if parsed.scheme == "hdfs":
+        if not parsed.hostname:
+            raise DatasetError(f"{location}: an hdfs URI needs a namenode host, e.g. hdfs://namenode:8020/path")
+        return location.rstrip("/")
+    raise DatasetError(f"{location}: unsupported scheme {parsed.scheme!r} (use a local path, file:// or hdfs://)")
+
+
+def join(uri: str, *parts: str) -> str:
+    """Append path segments to a URI."""
+    return "/".join([uri.rstrip("/"), *(part.strip("/") for part in parts)])
+
+
+@dataclass(frozen=True)
+class Location:
+    """A URI resolved to an fsspec filesystem and the path on it."""
+
+    uri: str
+    fs: fsspec.AbstractFileSystem
+    path: str
+
+
+def resolve(location: str) -> Location:
+    """Resolve a path or URI to its filesystem; ``hdfs://`` goes through WebHDFS from Python."""
+    uri = to_uri(location)
+    parsed = urlparse(uri)
+    if parsed.scheme == "file":
+        return Location(uri, fsspec.filesystem("file"), parsed.path)
+    port = int(os.environ.get("CLOUDBURST_WEBHDFS_PORT", "9870"))
+    user = os.environ.get("CLOUDBURST_HDFS_USER") or os.environ.get("HADOOP_USER_NAME")
+    fs = fsspec.filesystem("webhdfs", host=parsed.hostname, port=port, user=user)
+    return Location(uri, fs, parsed.path or "/")
+
+
+def read_manifest(location: str) -> dict[str, Any] | None:
+    """The dataset's manifest, or None when the dataset is absent or incomplete."""
+    where = resolve(location)
+    manifest_path = f"{where.path}/{MANIFEST_NAME}"
+    if not where.fs.exists(manifest_path):
+        return None
+    with where.fs.open(manifest_path, "rb") as handle:
+        return json.loads(handle.read())
+
+
+def require_manifest(location: str, kind: str | None = None) -> dict[str, Any]:
+    """The manifest of a complete dataset, or a clear error saying what to run first."""
+    manifest = read_manifest(location)
+    if manifest is None:
+        raise DatasetError(f"{to_uri(location)}: no complete dataset here (no {MANIFEST_NAME}); create it first")
+    if kind is not None and manifest.get("kind") != kind:
+        raise DatasetError(f"{to_uri(location)}: expected a {kind!r} dataset, found {manifest.get('kind')!r}")
+    return manifest
+
+
+def file_sha256(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    digest = hashlib.sha256()
+    with fs.open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def code_version() -> str:
+    """Package version plus the git commit of the checkout, when there is one."""
+    from training import __version__
+
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True, text=True, timeout=5, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = "unknown"
+    return f"{__version__}+{commit}"
+
+
+def _listing(where: Location) -> dict[str, str]:
+    """Relative path → sha256 for every data file below a directory (hidden and Spark marker files skipped)."""
+    files: dict[str, str] = {}
+    for path in sorted(where.fs.find(where.path)):
+        relative = path[len(where.path.rstrip("/")) + 1 :]
+        if any(part.startswith((".", "_")) for part in relative.split("/")):
+            continue
+        files[relative] = file_sha256(where.fs, path)
+    return files
+
+
+def data_version(files: dict[str, str]) -> str:
+    """A short content id of a dataset: changes whenever any file's bytes change."""
+    digest = hashlib.sha256()
+    for relative, sha in sorted(files.items()):
+        digest.update(f"{relative}\0{sha}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+def _remove(where: Location, path: str) -> None:
+    if where.fs.exists(path):
+        where.fs.rm(path, recursive=True)
+
+
+@contextmanager
+def staging_area(destination: str) -> Iterator[Location]:
+    """A fresh temporary sibling of ``destination``; removed again if the block fails."""
+    where = resolve(destination)
+    parent, name = where.path.rstrip("/").rsplit("/", 1)
+    staging_name = f".{name}.tmp-{uuid.uuid4().hex[:8]}"
+    staging_path = f"{parent}/{staging_name}"
+    staging_uri = f"{where.uri.rstrip('/').rsplit('/', 1)[0]}/{staging_name}"
+    where.fs.makedirs(staging_path, exist_ok=True)
+    try:
+        yield Location(staging_uri, where.fs, staging_path)
+    except BaseException:
+        _remove(where, staging_path)
+        raise
+
+
+def publish(
+    destination: str,
+    kind: str,
+    recipe: dict[str, Any],
+    write: Callable[[Location], dict[str, Any]],
+    overwrite: bool = False,
+) -> tuple[dict[str, Any], bool]:
+    """Build a dataset atomically; return (manifest, created).
+
+    ``recipe`` says what the dataset is made from (inputs and parameters). If ``destination`` already holds a
+    complete dataset of the same recipe nothing is done (created=False); a different recipe is an error unless
+    ``overwrite``. ``write`` fills the staging location and returns the manifest's content fields.
+    """
+    existing = read_manifest(destination)
+    if existing is not None and not overwrite:
+        if existing.get("kind") == kind and existing.get("recipe") == recipe:
+            return existing, False
+        raise DatasetError(
+            f"{to_uri(destination)}: already holds a different dataset (kind {existing.get('kind')!r}, "
+            f"recipe {existing.get('recipe')}); choose another destination or pass --overwrite"
+        )
+    where = resolve(destination)
+    with staging_area(destination) as staging:
+        content = write(staging)
+        files = _listing(staging)
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "kind": kind,
+            "uri": where.uri,
+            "recipe": recipe,
+            **content,
+            "files": files,
+            "data_version": data_version(files),
+            "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "code_version": code_version(),
+        }
+        # The manifest goes in last: a directory without one is never mistaken for a dataset.
+        with staging.fs.open(f"{staging.path}/{MANIFEST_NAME}", "wb") as handle:
+            handle.write(json.dumps(manifest, indent=2, sort_keys=True).encode())
+        _replace(where, staging)
+    return manifest, True
+
+
+def _replace(where: Location, staging: Location) -> None:
+    """Rename staging into place; an incomplete or overwritten old copy is moved aside first, then deleted."""
+    retired = None
+    if where.fs.exists(where.path):
+        retired = f"{staging.path}-retired"
+        where.fs.mv(where.path, retired, recursive=True)
+    where.fs.mv(staging.path, where.path, recursive=True)
+    if retired is not None:
+        _remove(where, retired)
