@@ -27,7 +27,7 @@ lint:  ## ruff
 	$(TRAINING_BIN)/ruff check .
 
 demo: setup  ## run the data half of the pipeline on the full MNIST (training arrives with the next issue)
-	bench/../infra/demo.sh
+	infra/demo.sh
 
 bench: setup-training  ## elastic augmentation vs the SciPy baseline, and the data pipeline's wall time
 	$(TRAINING_BIN)/python bench/elastic_augmentation.py

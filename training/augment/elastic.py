@@ -53,12 +53,13 @@ def gaussian_smoothing_matrix(size: int, sigma: float) -> np.ndarray:
 
 def _example_keys(seed: int, index: np.ndarray, copy: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Two independent 32-bit keys per example from a splitmix64-style mix of (seed, index, copy)."""
-    mixed = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
-    mixed = mixed ^ (index.astype(np.uint64) << np.uint64(16)) ^ copy.astype(np.uint64)
-    for multiplier in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB):
-        mixed = mixed ^ (mixed >> np.uint64(31))
-        mixed = mixed * np.uint64(multiplier)
-    mixed = mixed ^ (mixed >> np.uint64(29))
+    with np.errstate(over="ignore"):  # multiplication modulo 2**64 is the point
+        mixed = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        mixed = mixed ^ (index.astype(np.uint64) << np.uint64(16)) ^ copy.astype(np.uint64)
+        for multiplier in (0xBF58476D1CE4E5B9, 0x94D049BB133111EB):
+            mixed = mixed ^ (mixed >> np.uint64(31))
+            mixed = mixed * np.uint64(multiplier)
+        mixed = mixed ^ (mixed >> np.uint64(29))
     return (mixed & np.uint64(0xFFFFFFFF)).astype(np.uint32), (mixed >> np.uint64(32)).astype(np.uint32)
 
 

@@ -1,0 +1,50 @@
+"""Wall time of the data half of the pipeline on the full MNIST: ingest → augment (k=1) → shard (N=2).
+
+Runs into a fresh temporary data root with Spark local[*]; the JVM start is counted in the first Spark step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from training.console import configure_logging
+from training.datasets import mnist
+from training.jobs.augment import augment_dataset
+from training.jobs.shard import shard_dataset
+from training.jobs.spark_session import spark_session
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--copies", type=int, default=1)
+    parser.add_argument("--shards", type=int, default=2)
+    parser.add_argument("--master", default="local[*]")
+    args = parser.parse_args()
+    configure_logging()
+    os.environ.setdefault("CLOUDBURST_SPARK_UI", "false")
+    with tempfile.TemporaryDirectory(prefix="cloudburst-bench-") as root:
+        timings = {}
+        started = time.perf_counter()
+        mnist.ingest(str(mnist.VENDORED_SOURCE), f"{root}/raw")
+        timings["ingest"] = time.perf_counter() - started
+        started = time.perf_counter()
+        spark = spark_session("cloudburst-bench", args.master)
+        timings["spark start"] = time.perf_counter() - started
+        started = time.perf_counter()
+        augment_dataset(spark, f"{root}/raw", f"{root}/elastic", copies=args.copies)
+        timings[f"augment k={args.copies}"] = time.perf_counter() - started
+        started = time.perf_counter()
+        shard_dataset(spark, f"{root}/elastic", f"{root}/shards", num_shards=args.shards)
+        timings[f"shard N={args.shards}"] = time.perf_counter() - started
+        spark.stop()
+    print(f"data pipeline on the full MNIST (60,000 train images), Spark {args.master}:")
+    for step_name, seconds in timings.items():
+        print(f"  {step_name:<14} {seconds:7.1f} s")
+    print(f"  {'total':<14} {sum(timings.values()):7.1f} s")
+
+
+if __name__ == "__main__":
+    main()

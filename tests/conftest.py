@@ -1,0 +1,66 @@
+"""Shared fixtures: an isolated environment for every test, the real MNIST, and a tiny valid MNIST copy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from idx_files import read_idx_head, write_idx_images, write_idx_labels, write_sha256sums
+
+from training.datasets import mnist
+
+SMALL_ROWS = {"train": 50, "test": 20}
+
+
+# --- Environment -------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_environment(tmp_path_factory):
+    """Settings that fixtures of every scope (module-scoped Spark sessions too) must already see."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CLOUDBURST_DATA_ROOT", str(tmp_path_factory.mktemp("session-data-root")))
+        patch.setenv("CLOUDBURST_SPARK_UI", "false")
+        yield
+
+
+@pytest.fixture(autouse=True)
+def isolated_data_root(tmp_path_factory, monkeypatch) -> Path:
+    """Each test gets its own empty dataset root, so nothing is ever written into the checkout."""
+    root = tmp_path_factory.mktemp("data-root")
+    monkeypatch.setenv("CLOUDBURST_DATA_ROOT", str(root))
+    return root
+
+
+# --- MNIST -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mnist_source() -> Path:
+    """The vendored real MNIST: the four gzip IDX files and their SHA256SUMS."""
+    return mnist.VENDORED_SOURCE
+
+
+@pytest.fixture(scope="session")
+def mnist_head(mnist_source) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """split → (images, labels): the first rows of the real MNIST (50 train, 20 test)."""
+    return {
+        split: (
+            read_idx_head(mnist_source / f"{mnist.FILE_STEMS[(split, 'images')]}.gz", rows),
+            read_idx_head(mnist_source / f"{mnist.FILE_STEMS[(split, 'labels')]}.gz", rows),
+        )
+        for split, rows in SMALL_ROWS.items()
+    }
+
+
+@pytest.fixture
+def small_idx_dir(tmp_path, mnist_head) -> Path:
+    """A directory holding a tiny but valid MNIST: the four gzip IDX files plus a matching SHA256SUMS."""
+    directory = tmp_path / "small-mnist"
+    directory.mkdir()
+    for split, (images, labels) in mnist_head.items():
+        write_idx_images(directory / f"{mnist.FILE_STEMS[(split, 'images')]}.gz", images)
+        write_idx_labels(directory / f"{mnist.FILE_STEMS[(split, 'labels')]}.gz", labels)
+    write_sha256sums(directory)
+    return directory
