@@ -64,3 +64,16 @@ def small_idx_dir(tmp_path, mnist_head) -> Path:
         write_idx_labels(directory / f"{mnist.FILE_STEMS[(split, 'labels')]}.gz", labels)
     write_sha256sums(directory)
     return directory
+
+
+# --- Spark -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark(session_environment):
+    """One real local[2] Spark session for the whole test run (starting the JVM costs seconds)."""
+    from training.jobs.spark_session import spark_session
+
+    session = spark_session("cloudburst-tests", master="local[2]")
+    yield session
+    session.stop()

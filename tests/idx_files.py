@@ -14,7 +14,7 @@ from training.datasets.mnist import IMAGES_MAGIC, LABELS_MAGIC
 
 
 def idx_bytes(magic: int, dimensions: Sequence[int], payload: bytes = b"") -> bytes:
-    """An IDX file with an arbitrary header: ``magic``, one big-endian uint32 per dimension, then ``payload``."""
+    """An IDX file with any header: ``magic``, one big-endian uint32 per dimension, then ``payload``."""
     return struct.pack(f">I{len(dimensions)}I", magic, *dimensions) + payload
 
 

@@ -17,15 +17,6 @@ from training.jobs.shard import shard_dataset
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from training.jobs.spark_session import spark_session
-
-    session = spark_session("cloudburst-tests", master="local[2]")
-    yield session
-    session.stop()
-
-
 def publish_mnist_slice(destination: str, train_rows: int, test_rows: int) -> dict:
     """A raw dataset holding the first rows of the real MNIST, published like `cloudburst ingest`."""
     splits, _ = mnist.load(str(mnist.VENDORED_SOURCE))
@@ -95,7 +86,9 @@ def test_spark_deformations_equal_the_vectorised_function_whatever_the_partition
     assert not np.array_equal(expected, raw_train.images)
 
 
-def test_augment_rerun_writes_identical_bytes_and_same_destination_is_a_noop(spark, raw_slice, augmented_slice, tmp_path):
+def test_augment_rerun_writes_identical_bytes_and_same_destination_is_a_noop(
+    spark, raw_slice, augmented_slice, tmp_path
+):
     again, created = augment_dataset(spark, raw_slice, str(tmp_path / "again"), copies=2, seed=7)
     assert created
     assert again["files"] == storage.require_manifest(augmented_slice)["files"]

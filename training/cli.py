@@ -16,7 +16,7 @@ import logging
 import sys
 from pathlib import Path
 
-from training import storage
+from training import dataset_names, storage
 from training.console import configure_logging
 
 log = logging.getLogger("cloudburst")
@@ -26,7 +26,9 @@ def _ingest_mnist(args: argparse.Namespace) -> None:
     from training.datasets import mnist
 
     sources = args.source or [str(mnist.VENDORED_SOURCE)]
-    manifest, created = mnist.ingest(sources if len(sources) > 1 else sources[0], args.dest, args.overwrite)
+    destination = args.dest or dataset_names.raw_mnist(storage.data_root(), args.train_limit, args.test_limit)
+    manifest, created = mnist.ingest(sources if len(sources) > 1 else sources[0], destination, args.overwrite,
+                                     args.train_limit, args.test_limit)
     splits = manifest["splits"]
     verb = "published" if created else "already complete, nothing to do:"
     log.info("%s %s (train %d, test %d images, data_version %s)", verb, manifest["uri"],
@@ -77,7 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_mnist.add_argument("--source", action="append",
                               help="a directory, an http(s) base URL, or (repeat 4×) the four file paths "
                                    f"(default: the vendored copy in {storage.REPO_ROOT / 'data' / 'mnist'})")
-    ingest_mnist.add_argument("--dest", default=augment.default_raw_dataset(), help="output URI (default: %(default)s)")
+    ingest_mnist.add_argument("--dest", default=None,
+                              help=f"output URI (default: {augment.default_raw_dataset()}, -train<N>-test<M> "
+                                   "appended for a slice)")
+    ingest_mnist.add_argument("--train-limit", type=int, default=0, help="keep the first N training images (0: all)")
+    ingest_mnist.add_argument("--test-limit", type=int, default=0, help="keep the first N test images (0: all)")
     ingest_mnist.add_argument("--overwrite", action="store_true", help="replace a different dataset at --dest")
     ingest_mnist.set_defaults(handler=_ingest_mnist)
 

@@ -171,7 +171,8 @@ def _from_paths(paths: Sequence[str]) -> dict[str, SourceFile]:
     for path in map(Path, paths):
         stem = _stem_of(path.name)
         if stem not in known:
-            raise storage.DatasetError(f"{path}: not one of the MNIST files ({', '.join(sorted(known))}, optionally .gz)")
+            names = ", ".join(sorted(known))
+            raise storage.DatasetError(f"{path}: not one of the MNIST files ({names}, optionally .gz)")
         if not path.is_file():
             raise storage.DatasetError(f"{path}: no such file")
         files[stem] = SourceFile(path.name, str(path), path.read_bytes())
@@ -208,6 +209,10 @@ def fetch_sources(source: str | Sequence[str]) -> dict[str, SourceFile]:
         raise storage.DatasetError(f"{sources[0]}: not a directory, nor an http(s) URL; or give the four file paths")
     else:
         files = _from_paths(sources)
+        beside = {Path(path).parent / "SHA256SUMS" for path in sources}
+        for sums_file in beside:
+            if sums_file.is_file():
+                checksums.update(parse_checksums(sums_file.read_text()))
     for stem, source_file in files.items():
         _verify_checksum(source_file, checksums.get(source_file.name) or checksums.get(stem))
     return files
@@ -264,10 +269,27 @@ def write_split(staging: storage.Location, split: str, batch: ImageBatch, rows_p
             pq.write_table(to_table(chunk), handle)
 
 
-def ingest(source: str | Sequence[str], destination: str, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
-    """Validate MNIST from ``source`` and publish it as Parquet at ``destination``; (manifest, created)."""
+def ingest(
+    source: str | Sequence[str],
+    destination: str,
+    overwrite: bool = False,
+    train_limit: int = 0,
+    test_limit: int = 0,
+) -> tuple[dict[str, Any], bool]:
+    """Validate MNIST from ``source`` and publish it as Parquet at ``destination``; (manifest, created).
+
+    ``train_limit``/``test_limit`` > 0 keep only the first N images of a split (quick runs and tests).
+    """
+    for name, limit in (("train_limit", train_limit), ("test_limit", test_limit)):
+        if int(limit) != limit or limit < 0:
+            raise ValueError(f"{name} must be an integer ≥ 0, got {limit}")
     splits, content_sha256 = load(source)
-    recipe = {"source_content_sha256": content_sha256}
+    for split, limit in (("train", train_limit), ("test", test_limit)):
+        if limit:
+            splits[split] = ImageBatch(*(column[:limit] for column in
+                                         (splits[split].images, splits[split].labels, splits[split].index,
+                                          splits[split].copy)))
+    recipe = {"source_content_sha256": content_sha256, "train_limit": train_limit, "test_limit": test_limit}
 
     def write(staging: storage.Location) -> dict[str, Any]:
         for split, batch in splits.items():

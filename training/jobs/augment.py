@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from training import storage
+from training import dataset_names, storage
 from training.augment import elastic
 from training.console import configure_logging, step
 from training.datasets import image_records, mnist
@@ -29,19 +29,13 @@ SPARK_IMAGE_SCHEMA = "index long, copy short, label byte, image binary"
 DEFORM_BLOCK = 128
 
 
-def default_destination(source: str, copies: int, alpha: float, sigma: float, seed: int) -> str:
-    parent, name = storage.to_uri(source).rsplit("/", 1)
-    prefix = "" if name == "raw" else f"{name}-"
-    return f"{parent}/{prefix}elastic-k{copies}-a{alpha:g}-s{sigma:g}-seed{seed}"
-
-
 def default_raw_dataset() -> str:
-    return storage.join(storage.data_root(), "mnist", "raw")
+    return dataset_names.raw_mnist(storage.data_root())
 
 
 def default_augmented_dataset() -> str:
     """Where ``cloudburst augment`` with every default writes."""
-    return default_destination(default_raw_dataset(), 1, elastic.DEFAULT_ALPHA, elastic.DEFAULT_SIGMA, 0)
+    return dataset_names.elastic(default_raw_dataset(), 1, elastic.DEFAULT_ALPHA, elastic.DEFAULT_SIGMA, 0)
 
 
 def deform_record_batches(
@@ -157,7 +151,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default=default_raw_dataset(),
                         help="raw image dataset URI (default: %(default)s)")
     parser.add_argument("--dest", default=None,
-                        help="output URI (default: elastic-k<copies>-a<alpha>-s<sigma>-seed<seed> beside the source)")
+                        help="output URI (default: beside the source, named elastic-k<copies>-a<α>-s<σ>-seed<seed>)")
     parser.add_argument("--copies", type=int, default=1, help="deformed copies per training image (default: 1)")
     parser.add_argument("--alpha", type=float, default=elastic.DEFAULT_ALPHA,
                         help="displacement scale α in pixels (default: %(default)s)")
@@ -172,7 +166,8 @@ def run(args: argparse.Namespace, master: str | None = None) -> str:
     from training.jobs.spark_session import spark_session
 
     elastic.validate_parameters(args.alpha, args.sigma, args.copies, args.seed)
-    destination = args.dest or default_destination(args.source, args.copies, args.alpha, args.sigma, args.seed)
+    source = storage.to_uri(args.source)
+    destination = args.dest or dataset_names.elastic(source, args.copies, args.alpha, args.sigma, args.seed)
     spark = spark_session("cloudburst-augment", master)
     manifest, created = augment_dataset(
         spark, args.source, destination, args.copies, args.alpha, args.sigma, args.seed, args.overwrite

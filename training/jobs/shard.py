@@ -9,7 +9,7 @@ import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from training import sharding, storage
+from training import dataset_names, sharding, storage
 from training.console import configure_logging, step
 from training.datasets import mnist
 from training.jobs.augment import SPARK_IMAGE_SCHEMA
@@ -18,10 +18,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
-
-
-def default_destination(source: str, num_shards: int, seed: int) -> str:
-    return f"{storage.to_uri(source)}-shards{num_shards}-seed{seed}"
 
 
 def shard_dataset(
@@ -112,7 +108,7 @@ def run(args: argparse.Namespace, master: str | None = None) -> str:
     num_shards = args.shards if args.shards is not None else sharding.shard_count(args.nodes, args.workers_per_node)
     sharding.validate_shard_count(num_shards)
     source = args.source or default_augmented_dataset()
-    destination = args.dest or default_destination(source, num_shards, args.seed)
+    destination = args.dest or dataset_names.shards(storage.to_uri(source), num_shards, args.seed)
     spark = spark_session("cloudburst-shard", master)
     manifest, created = shard_dataset(spark, source, destination, num_shards, args.seed, args.overwrite)
     verb = "published" if created else "already complete, nothing to do:"

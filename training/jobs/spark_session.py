@@ -16,7 +16,7 @@ DEFAULT_MASTER = "local[*]"
 
 
 def spark_session(app_name: str, master: str | None = None) -> SparkSession:
-    """Get or create a session; under ``spark-submit`` the master comes from the submit and ``master`` is ignored."""
+    """Session on ``master`` if given, else spark-submit's, else $CLOUDBURST_SPARK_MASTER or local[*]."""
     # Python workers must run the same interpreter (and so the same pyspark/numpy) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -1,0 +1,270 @@
+"""Dataset URIs, atomic publication and manifests, on the local filesystem (and on HDFS when one is given)."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+import pytest
+
+from training import storage
+
+KIND = "test-records"
+
+
+def write_files(contents: dict[str, bytes]):
+    """A ``write`` callback for ``publish`` that writes ``contents`` (relative path → bytes) into staging."""
+
+    def write(staging: storage.Location) -> dict:
+        for relative, data in contents.items():
+            parent = f"{staging.path}/{relative}".rsplit("/", 1)[0]
+            staging.fs.makedirs(parent, exist_ok=True)
+            with staging.fs.open(f"{staging.path}/{relative}", "wb") as handle:
+                handle.write(data)
+        return {"rows": len(contents)}
+
+    return write
+
+
+@pytest.fixture
+def destination(tmp_path) -> Path:
+    parent = tmp_path / "datasets"
+    parent.mkdir()
+    return parent / "records"
+
+
+def siblings(destination: Path) -> list[str]:
+    """Everything next to ``destination`` except itself: staging or retired copies that were left behind."""
+    return sorted(path.name for path in destination.parent.iterdir() if path != destination)
+
+
+# --- URIs --------------------------------------------------------------------------------------------------
+
+
+def test_relative_path_becomes_an_absolute_file_uri(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert storage.to_uri("data/../datasets/mnist") == (tmp_path.resolve() / "datasets" / "mnist").as_uri()
+
+
+def test_home_directory_is_expanded(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert storage.to_uri("~/datasets") == (tmp_path.resolve() / "datasets").as_uri()
+
+
+def test_file_uri_is_normalised(tmp_path):
+    root = tmp_path.resolve()
+    assert storage.to_uri(f"file://{root}/a/../b/") == (root / "b").as_uri()
+    assert storage.to_uri(str(root / "b")) == storage.to_uri((root / "b").as_uri())
+
+
+def test_hdfs_uri_is_kept_without_trailing_slash():
+    assert storage.to_uri("hdfs://namenode:8020/datasets/mnist/") == "hdfs://namenode:8020/datasets/mnist"
+    assert storage.to_uri("hdfs://namenode/datasets") == "hdfs://namenode/datasets"
+
+
+def test_hdfs_uri_without_a_namenode_host_is_rejected():
+    with pytest.raises(storage.DatasetError, match=r"^hdfs:///datasets: an hdfs URI needs a namenode host"):
+        storage.to_uri("hdfs:///datasets")
+
+
+@pytest.mark.parametrize("location", ["s3://bucket/datasets", "http://example.org/mnist", "gs://bucket/x"])
+def test_other_schemes_are_rejected_naming_the_scheme(location):
+    scheme = location.split(":", 1)[0]
+    expected = f"^{re.escape(location)}: unsupported scheme '{scheme}' \\(use a local path, file:// or hdfs://\\)"
+    with pytest.raises(storage.DatasetError, match=expected):
+        storage.to_uri(location)
+
+
+def test_data_root_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLOUDBURST_DATA_ROOT", str(tmp_path / "root"))
+    assert storage.data_root() == (tmp_path.resolve() / "root").as_uri()
+    monkeypatch.setenv("CLOUDBURST_DATA_ROOT", "hdfs://namenode:8020/cloudburst/")
+    assert storage.data_root() == "hdfs://namenode:8020/cloudburst"
+
+
+def test_tests_never_default_to_the_checkout(isolated_data_root):
+    assert storage.data_root() == isolated_data_root.resolve().as_uri()
+    assert not storage.data_root().startswith(storage.REPO_ROOT.as_uri())
+
+
+def test_join_appends_segments_with_single_slashes():
+    assert storage.join("hdfs://nn:8020/root/", "/mnist/", "raw") == "hdfs://nn:8020/root/mnist/raw"
+
+
+# --- Publication -------------------------------------------------------------------------------------------
+
+
+def test_publish_writes_the_files_then_the_manifest_then_moves_into_place(destination):
+    observed = {}
+    write = write_files({"part-0.bin": b"abc", "train/part-1.bin": b"defg"})
+
+    def observing_write(staging: storage.Location) -> dict:
+        content = write(staging)
+        observed["destination_exists"] = destination.exists()
+        observed["manifest_in_staging"] = (Path(staging.path) / storage.MANIFEST_NAME).exists()
+        observed["staging_is_hidden_sibling"] = Path(staging.path).parent == destination.parent and Path(
+            staging.path
+        ).name.startswith(f".{destination.name}.tmp-")
+        return content
+
+    manifest, created = storage.publish(str(destination), KIND, {"recipe": 1}, observing_write)
+
+    assert created
+    assert observed == {"destination_exists": False, "manifest_in_staging": False,
+                        "staging_is_hidden_sibling": True}
+    assert sorted(manifest["files"]) == ["part-0.bin", "train/part-1.bin"]
+    assert (destination / "train" / "part-1.bin").read_bytes() == b"defg"
+    assert storage.read_manifest(str(destination)) == manifest
+    assert manifest["kind"] == KIND and manifest["recipe"] == {"recipe": 1} and manifest["rows"] == 2
+    assert manifest["uri"] == destination.as_uri()
+    assert siblings(destination) == []
+
+
+def test_failing_write_leaves_no_destination_and_no_staging(destination):
+    def failing_write(staging: storage.Location) -> dict:
+        write_files({"part-0.bin": b"half"})(staging)
+        raise RuntimeError("worker lost")
+
+    with pytest.raises(RuntimeError, match="worker lost"):
+        storage.publish(str(destination), KIND, {}, failing_write)
+    assert not destination.exists()
+    assert siblings(destination) == []
+    assert storage.read_manifest(str(destination)) is None
+
+
+def test_hidden_and_marker_files_are_not_listed_in_the_manifest(destination):
+    contents = {"part-0.bin": b"a", "_SUCCESS": b"", ".part-0.bin.crc": b"c", "_temporary/x": b"t"}
+    manifest, _ = storage.publish(str(destination), KIND, {}, write_files(contents))
+    assert manifest["files"] == {"part-0.bin": storage.file_sha256(storage.resolve(str(destination)).fs,
+                                                                   str(destination / "part-0.bin"))}
+
+
+def test_republishing_the_same_recipe_is_a_noop(destination):
+    first, created = storage.publish(str(destination), KIND, {"seed": 1}, write_files({"a": b"1"}))
+    manifest_mtime = (destination / storage.MANIFEST_NAME).stat().st_mtime_ns
+
+    def must_not_run(staging):
+        raise AssertionError("write called for a complete dataset")
+
+    second, created_again = storage.publish(str(destination), KIND, {"seed": 1}, must_not_run)
+    assert (created, created_again) == (True, False)
+    assert second == first
+    assert (destination / storage.MANIFEST_NAME).stat().st_mtime_ns == manifest_mtime
+
+
+@pytest.mark.parametrize(("kind", "recipe"), [(KIND, {"seed": 2}), ("other-kind", {"seed": 1})])
+def test_a_different_dataset_at_the_destination_is_refused_without_overwrite(destination, kind, recipe):
+    original, _ = storage.publish(str(destination), KIND, {"seed": 1}, write_files({"a": b"1"}))
+    with pytest.raises(storage.DatasetError, match="already holds a different dataset.*--overwrite"):
+        storage.publish(str(destination), kind, recipe, write_files({"a": b"2"}))
+    assert storage.read_manifest(str(destination)) == original
+    assert (destination / "a").read_bytes() == b"1"
+
+
+def test_overwrite_replaces_every_file_and_leaves_nothing_beside_it(destination):
+    storage.publish(str(destination), KIND, {"seed": 1}, write_files({"old.bin": b"1", "shared.bin": b"1"}))
+    manifest, created = storage.publish(str(destination), KIND, {"seed": 2},
+                                        write_files({"shared.bin": b"2", "new.bin": b"2"}), overwrite=True)
+    assert created
+    remaining = sorted(path.name for path in destination.iterdir())
+    assert remaining == [storage.MANIFEST_NAME, "new.bin", "shared.bin"]
+    assert (destination / "shared.bin").read_bytes() == b"2"
+    assert storage.read_manifest(str(destination)) == manifest
+    assert siblings(destination) == []
+
+
+def test_failing_overwrite_keeps_the_previous_dataset(destination):
+    original, _ = storage.publish(str(destination), KIND, {"seed": 1}, write_files({"a": b"1"}))
+
+    def failing_write(staging):
+        raise OSError("quota exceeded")
+
+    with pytest.raises(OSError, match="quota exceeded"):
+        storage.publish(str(destination), KIND, {"seed": 2}, failing_write, overwrite=True)
+    assert storage.read_manifest(str(destination)) == original
+    assert (destination / "a").read_bytes() == b"1"
+    assert siblings(destination) == []
+
+
+def test_directory_without_manifest_is_absent_and_gets_replaced(destination):
+    destination.mkdir()
+    (destination / "part-0.bin").write_bytes(b"left by a crashed job")
+    assert storage.read_manifest(str(destination)) is None
+
+    manifest, created = storage.publish(str(destination), KIND, {}, write_files({"part-1.bin": b"new"}))
+
+    assert created
+    assert sorted(path.name for path in destination.iterdir()) == [storage.MANIFEST_NAME, "part-1.bin"]
+    assert storage.read_manifest(str(destination)) == manifest
+    assert siblings(destination) == []
+
+
+def test_require_manifest_for_a_missing_dataset_says_to_create_it(destination):
+    expected = (f"^{re.escape(destination.as_uri())}: "
+                r"no complete dataset here \(no _manifest\.json\); create it first$")
+    with pytest.raises(storage.DatasetError, match=expected):
+        storage.require_manifest(str(destination))
+
+
+def test_require_manifest_for_the_wrong_kind_names_both_kinds(destination):
+    storage.publish(str(destination), KIND, {}, write_files({"a": b"1"}))
+    assert storage.require_manifest(str(destination), KIND)["kind"] == KIND
+    expected = f"^{re.escape(destination.as_uri())}: expected a 'mnist-images' dataset, found '{KIND}'$"
+    with pytest.raises(storage.DatasetError, match=expected):
+        storage.require_manifest(str(destination), "mnist-images")
+
+
+# --- Data versions -----------------------------------------------------------------------------------------
+
+
+def test_data_version_depends_on_content_only_and_changes_with_any_byte(tmp_path):
+    contents = {"train/part-0.bin": bytes(range(256)) * 4, "test/part-0.bin": b"test split"}
+    first, _ = storage.publish(str(tmp_path / "first"), KIND, {"run": 1}, write_files(contents))
+    same, _ = storage.publish(str(tmp_path / "same"), "another-kind", {"run": 2}, write_files(contents))
+    changed_bytes = bytearray(contents["train/part-0.bin"])
+    changed_bytes[500] ^= 1
+    changed, _ = storage.publish(str(tmp_path / "changed"), KIND, {"run": 1},
+                                 write_files({**contents, "train/part-0.bin": bytes(changed_bytes)}))
+    assert same["data_version"] == first["data_version"]
+    assert changed["data_version"] != first["data_version"]
+    assert changed["files"]["test/part-0.bin"] == first["files"]["test/part-0.bin"]
+
+
+def test_data_version_depends_on_file_names_too():
+    files = {"a": "0" * 64, "b": "1" * 64}
+    assert storage.data_version(files) == storage.data_version(dict(reversed(files.items())))
+    assert storage.data_version(files) != storage.data_version({"a": "1" * 64, "b": "0" * 64})
+    assert storage.data_version(files) != storage.data_version({"a": "0" * 64, "c": "1" * 64})
+
+
+# --- HDFS (optional) ---------------------------------------------------------------------------------------
+
+HDFS_URI = os.environ.get("CLOUDBURST_TEST_HDFS_URI")
+
+
+@pytest.mark.skipif(
+    not HDFS_URI,
+    reason="set CLOUDBURST_TEST_HDFS_URI=hdfs://namenode:8020/tmp (a writable directory; WebHDFS on "
+    "$CLOUDBURST_WEBHDFS_PORT, default 9870, user $CLOUDBURST_HDFS_USER) to run against a real HDFS",
+)
+def test_publish_to_hdfs_through_webhdfs_and_read_the_manifest_back():
+    destination = storage.join(HDFS_URI, f"cloudburst-test-{uuid.uuid4().hex[:8]}")
+    where = storage.resolve(destination)
+    try:
+        manifest, created = storage.publish(destination, KIND, {"hdfs": True},
+                                            write_files({"train/part-0.bin": b"on hdfs"}))
+        assert created
+        assert manifest["uri"] == destination
+        assert storage.read_manifest(destination) == manifest
+        assert storage.require_manifest(destination, KIND)["files"] == manifest["files"]
+        assert sorted(manifest["files"]) == ["train/part-0.bin"]
+        _, created_again = storage.publish(destination, KIND, {"hdfs": True}, write_files({}))
+        assert not created_again
+        parent = where.path.rstrip("/").rsplit("/", 1)[0]
+        name = where.path.rstrip("/").rsplit("/", 1)[1]
+        assert [path for path in where.fs.ls(parent, detail=False) if f".{name}.tmp-" in path] == []
+    finally:
+        if where.fs.exists(where.path):
+            where.fs.rm(where.path, recursive=True)
