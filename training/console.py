@@ -7,15 +7,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+OUR_LOGGERS = ("training", "cloudburst", "__main__")
+
 
 def configure_logging(verbose: bool = False) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        datefmt="%H:%M:%S",
-    )
-    for noisy in ("py4j", "urllib3", "fsspec", "matplotlib", "PIL"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    """Our progress at INFO; libraries (py4j, Horovod's rendezvous, MLflow …) only from WARNING up."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S")
+    for name in OUR_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if verbose else logging.INFO)
 
 
 @contextmanager

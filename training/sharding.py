@@ -45,6 +45,20 @@ def read_shard(shards: str, shard: int) -> pa.Table:
         return pq.read_table(handle)
 
 
+def shards_of_worker(rank: int, workers: int, num_shards: int) -> list[int]:
+    """Shards a worker reads: its own, plus every ``workers``-th one after it when there are more shards."""
+    if workers > num_shards:
+        raise ValueError(f"{workers} workers but only {num_shards} shards: every worker needs one")
+    return list(range(rank, num_shards, workers))
+
+
+def read_worker_images(shards: str, rank: int, workers: int) -> ImageBatch:
+    """The examples of one worker, read with pyarrow alone."""
+    manifest = storage.require_manifest(shards, DATASET_KIND)
+    tables = [read_shard(shards, shard) for shard in shards_of_worker(rank, workers, manifest["num_shards"])]
+    return from_table(pa.concat_tables(tables), tuple(manifest["image_shape"]))
+
+
 def read_shard_images(shards: str, shard: int) -> ImageBatch:
     manifest = storage.require_manifest(shards, DATASET_KIND)
     return from_table(read_shard(shards, shard), tuple(manifest["image_shape"]))

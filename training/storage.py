@@ -213,3 +213,25 @@ def _replace(where: Location, staging: Location) -> None:
     where.fs.mv(staging.path, where.path, recursive=True)
     if retired is not None:
         _remove(where, retired)
+
+
+def write_json(uri: str, content: dict[str, Any]) -> None:
+    """Write a small JSON document atomically (temporary name, then rename)."""
+    where = resolve(uri)
+    parent = where.path.rsplit("/", 1)[0]
+    where.fs.makedirs(parent, exist_ok=True)
+    temporary = f"{where.path}.tmp-{uuid.uuid4().hex[:8]}"
+    with where.fs.open(temporary, "wb") as handle:
+        handle.write(json.dumps(content, indent=2, sort_keys=True).encode())
+    if where.fs.exists(where.path):
+        where.fs.rm(where.path)
+    where.fs.mv(temporary, where.path)
+
+
+def read_json(uri: str) -> dict[str, Any] | None:
+    """A JSON document, or None when it does not exist."""
+    where = resolve(uri)
+    if not where.fs.exists(where.path):
+        return None
+    with where.fs.open(where.path, "rb") as handle:
+        return json.loads(handle.read())

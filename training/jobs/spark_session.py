@@ -26,8 +26,8 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if master or "spark.master" not in _submitted_conf():
-        builder = builder.master(master or os.environ.get("CLOUDBURST_SPARK_MASTER", DEFAULT_MASTER))
+    if master or not submitted_by_spark_submit():
+        builder = builder.master(master or default_master())
     builder = (
         builder.config("spark.driver.memory", os.environ.get("CLOUDBURST_SPARK_DRIVER_MEMORY", "2g"))
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "4096")
@@ -42,11 +42,13 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
     return session
 
 
-def _submitted_conf() -> dict[str, str]:
-    """Configuration passed by spark-submit to this Python process, if any."""
-    from pyspark import SparkConf
+def submitted_by_spark_submit() -> bool:
+    """True inside a ``spark-submit`` driver: the JVM already runs and set the master."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
 
-    return dict(SparkConf().getAll())
+
+def default_master() -> str:
+    return os.environ.get("CLOUDBURST_SPARK_MASTER", DEFAULT_MASTER)
 
 
 def _ship_package(session: SparkSession) -> None:

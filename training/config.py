@@ -1,0 +1,211 @@
+"""The run specification: one typed object that travels unchanged from DAG Params to spark-submit arguments,
+to the strategy, to MLflow params. Field names are the shared names every workload and strategy logs.
+
+Standard library only: the Airflow environment imports this module to validate a run before any Spark job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import re
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from training import dataset_names
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STRATEGIES = ("horovod",)
+WORKLOADS = ("mnist_elastic_cnn",)
+VENDORED_MNIST = str(REPO_ROOT / "data" / "mnist")
+
+
+class RunSpecError(ValueError):
+    """A run specification value is invalid; the message names the value and says why."""
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Everything that defines a training run. Every field is a DAG Param, a CLI flag and an MLflow param."""
+
+    workload: str = "mnist_elastic_cnn"
+    strategy: str = "horovod"
+    nodes: int = 1
+    workers_per_node: int = 2
+    epochs: int = 4
+    batch_size_per_worker: int = 128
+    learning_rate: float = 0.001
+    warmup_epochs: int = 1
+    augment_copies: int = 1
+    alpha: float = 34.0
+    sigma: float = 4.0
+    seed: int = 0
+    data_source: str = VENDORED_MNIST
+    train_limit: int = 0
+    test_limit: int = 0
+    target_accuracy: float = 0.99
+    evaluations_per_epoch: int = 4
+    threads_per_worker: int = 0
+    fp16_compression: bool = False
+    backward_passes_per_step: int = 1
+    existing_shards: str = ""
+    data_root: str = ""
+    tracking_uri: str = ""
+    run_name: str = "manual"
+
+    @property
+    def total_workers(self) -> int:
+        return self.nodes * self.workers_per_node
+
+    @property
+    def config(self) -> str:
+        """The configuration tag, nodes × workers_per_node, e.g. ``2x1``."""
+        return f"{self.nodes}x{self.workers_per_node}"
+
+    # Locations -----------------------------------------------------------------------------------------------
+    def resolved_data_root(self) -> str:
+        from training import storage
+
+        return storage.to_uri(self.data_root) if self.data_root else storage.data_root()
+
+    def raw_uri(self) -> str:
+        return dataset_names.raw_mnist(self.resolved_data_root(), self.train_limit, self.test_limit)
+
+    def augmented_uri(self) -> str:
+        return dataset_names.elastic(self.raw_uri(), self.augment_copies, self.alpha, self.sigma, self.seed)
+
+    def shards_uri(self) -> str:
+        """The shards to train on: one per worker by default, or existing ones (at least one per worker)."""
+        if self.existing_shards:
+            return self.existing_shards
+        return dataset_names.shards(self.augmented_uri(), self.total_workers, self.seed)
+
+    def run_uri(self) -> str:
+        """Where the run keeps checkpoints, the final model and its result; stable across task retries."""
+        return f"{self.resolved_data_root()}/runs/{self.workload}/{self.run_name}"
+
+    def resolved_tracking_uri(self) -> str:
+        if self.tracking_uri:
+            return self.tracking_uri
+        return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'var' / 'mlflow' / 'mlflow.db'}"
+
+    # Validation ----------------------------------------------------------------------------------------------
+    def validate(self) -> RunSpec:
+        """Check every value; raise RunSpecError naming the first bad one."""
+        _require(self.workload in WORKLOADS, "workload", self.workload, f"must be one of {', '.join(WORKLOADS)}")
+        _require(self.strategy in STRATEGIES, "strategy", self.strategy, f"must be one of {', '.join(STRATEGIES)}")
+        for name in ("nodes", "workers_per_node", "epochs", "batch_size_per_worker", "evaluations_per_epoch",
+                     "backward_passes_per_step"):
+            _require(getattr(self, name) >= 1, name, getattr(self, name), "must be ≥ 1")
+        for name in ("augment_copies", "seed", "train_limit", "test_limit", "threads_per_worker", "warmup_epochs"):
+            _require(getattr(self, name) >= 0, name, getattr(self, name), "must be ≥ 0")
+        _require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        _require(self.alpha >= 0, "alpha", self.alpha, "must be ≥ 0")
+        _require(self.sigma > 0, "sigma", self.sigma, "must be > 0")
+        _require(0 < self.target_accuracy <= 1, "target_accuracy", self.target_accuracy, "must be in (0, 1]")
+        _require(re.fullmatch(r"[A-Za-z0-9_.-]+", self.run_name) is not None, "run_name", self.run_name,
+                 "may hold only letters, digits and _ . - (it names a directory, also on HDFS)")
+        if self.train_limit:
+            _require(self.train_limit >= self.total_workers, "train_limit", self.train_limit,
+                     f"must give every one of the {self.total_workers} workers at least one example")
+        return self
+
+    def validate_sources(self) -> RunSpec:
+        """Check that the data source exists (a local directory, or an http(s) URL that ingestion downloads)."""
+        source = self.data_source
+        if not source.startswith(("http://", "https://")) and not Path(source).is_dir():
+            raise RunSpecError(f"data_source={source!r}: no such directory (give a directory or an http(s) URL)")
+        return self
+
+    def validate_shards(self, num_shards: int) -> None:
+        """Every worker needs a shard of its own; with more shards than workers, a worker takes several."""
+        if self.total_workers > num_shards:
+            raise RunSpecError(
+                f"nodes × workers_per_node = {self.total_workers} workers but the dataset has {num_shards} shards"
+            )
+
+    # Transport -----------------------------------------------------------------------------------------------
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> RunSpec:
+        """Build from DAG Params or parsed JSON; unknown names and wrong types are errors."""
+        known = {field.name: field for field in fields(cls)}
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise RunSpecError(f"unknown run setting(s): {', '.join(unknown)}")
+        converted = {name: _convert(name, known[name].type, value) for name, value in values.items()}
+        return cls(**converted)
+
+    def to_mapping(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_mapping(), sort_keys=True)
+
+    def to_args(self) -> list[str]:
+        """Command-line flags (``--workers-per-node 2`` …) that :meth:`from_args` reads back."""
+        args: list[str] = []
+        for field in fields(self):
+            value = getattr(self, field.name)
+            args += [f"--{field.name.replace('_', '-')}", _format(value)]
+        return args
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        defaults = cls()
+        for field in fields(cls):
+            parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, default=None,
+                                help=f"(default: {_format(getattr(defaults, field.name)) or 'automatic'})")
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunSpec:
+        given = {field.name: getattr(args, field.name) for field in fields(cls)}
+        return cls.from_mapping({name: value for name, value in given.items() if value is not None})
+
+    def mlflow_params(self) -> dict[str, str]:
+        """Every field plus the derived ``total_workers``; MLflow params are strings."""
+        params = {name: _format(value) for name, value in self.to_mapping().items()}
+        params["total_workers"] = str(self.total_workers)
+        return params
+
+
+def _require(condition: bool, name: str, value: Any, why: str) -> None:
+    if not condition:
+        raise RunSpecError(f"{name}={value!r}: {why}")
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _convert(name: str, type_name: Any, value: Any) -> Any:
+    type_name = type_name if isinstance(type_name, str) else type_name.__name__
+    try:
+        if type_name == "bool":
+            if isinstance(value, bool):
+                return value
+            if str(value).lower() in ("true", "1", "yes"):
+                return True
+            if str(value).lower() in ("false", "0", "no"):
+                return False
+            raise ValueError
+        if type_name == "int":
+            if isinstance(value, bool) or float(value) != int(float(value)):
+                raise ValueError
+            return int(float(value))
+        if type_name == "float":
+            if isinstance(value, bool):
+                raise ValueError
+            return float(value)
+        return "" if value is None else str(value)
+    except (TypeError, ValueError):
+        raise RunSpecError(f"{name}={value!r}: expected {type_name}") from None
+
+
+def run_name_from(identifier: str) -> str:
+    """A valid run name from any identifier (e.g. an Airflow run id): other characters become '-'."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", identifier).strip("-") or "run"

@@ -1,0 +1,1 @@
+"""Evaluation as small pure functions (labels and predictions in, numbers out) plus the figures people look at."""

@@ -1,0 +1,77 @@
+"""Figures logged as MLflow artifacts: learning curves and confusion matrices (PNG bytes)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    _pyplot().close(figure)
+    return buffer.getvalue()
+
+
+def learning_curves_png(epochs: Sequence[dict], evaluations: Sequence[dict], target_accuracy: float,
+                        title: str) -> bytes:
+    """Loss per epoch, and accuracy against the training clock (every evaluation, not only epoch ends)."""
+    plt = _pyplot()
+    figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    epoch_numbers = [row["epoch"] for row in epochs]
+    loss_axis.plot(epoch_numbers, [row["train_loss"] for row in epochs], marker="o", label="train loss")
+    loss_axis.set_xlabel("epoch")
+    loss_axis.set_ylabel("loss")
+    loss_axis.set_yscale("log")
+    loss_axis.grid(alpha=0.3)
+    loss_axis.legend()
+    seconds = [row["train_seconds"] for row in evaluations]
+    accuracy_axis.plot(seconds, [100 * row["val_accuracy"] for row in evaluations], marker=".",
+                       label="test accuracy (during training)")
+    epoch_ends = [row for row in evaluations if float(row["epoch"]).is_integer()]
+    train_accuracy = {row["epoch"]: row["train_accuracy"] for row in epochs}
+    accuracy_axis.plot([row["train_seconds"] for row in epoch_ends],
+                       [100 * train_accuracy.get(int(row["epoch"]), np.nan) for row in epoch_ends],
+                       marker="o", linestyle="--", label="train accuracy (epoch mean)")
+    accuracy_axis.axhline(100 * target_accuracy, color="grey", linestyle=":", label=f"target {target_accuracy:.1%}")
+    accuracy_axis.set_xlabel("training seconds (evaluations excluded)")
+    accuracy_axis.set_ylabel("accuracy (%)")
+    lowest = min([100 * row["val_accuracy"] for row in evaluations] + [100 * target_accuracy - 1])
+    accuracy_axis.set_ylim(max(lowest - 0.5, 80.0), 100)  # the interesting part of MNIST is above 95 %
+    accuracy_axis.grid(alpha=0.3)
+    accuracy_axis.legend(loc="lower right")
+    figure.suptitle(title)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def confusion_matrix_png(confusion: np.ndarray, class_names: Sequence[str], title: str) -> bytes:
+    plt = _pyplot()
+    size = len(class_names)
+    figure, axis = plt.subplots(figsize=(1.0 + 0.6 * size, 0.8 + 0.6 * size))
+    shown = np.log1p(confusion)  # the diagonal dwarfs every error: a log scale lets the errors show
+    axis.imshow(shown, cmap="Blues")
+    for true in range(size):
+        for predicted in range(size):
+            count = confusion[true, predicted]
+            if count:
+                colour = "white" if shown[true, predicted] > shown.max() * 0.6 else "black"
+                axis.text(predicted, true, str(count), ha="center", va="center", fontsize=7, color=colour)
+    axis.set_xticks(range(size), class_names)
+    axis.set_yticks(range(size), class_names)
+    axis.set_xlabel("predicted")
+    axis.set_ylabel("true")
+    axis.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return _png(figure)

@@ -1,0 +1,101 @@
+"""Evaluate a trained run on the test split and add the results to its MLflow run (no Spark needed).
+
+    python -m training.jobs.evaluate --workload mnist_elastic_cnn --run-name my-run [the run's other settings]
+
+Logs test accuracy, per-class accuracy, a confusion-matrix figure and the model; writes evaluation.json into
+the run directory (a second call is a no-op) and prints a short summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from typing import Any
+
+import numpy as np
+
+from training import storage, tracking
+from training.config import RunSpec, RunSpecError
+from training.console import configure_logging
+from training.evaluation.classification import accuracy, confusion_matrix, per_class_accuracy
+from training.evaluation.figures import confusion_matrix_png
+from training.jobs.train import RESULT_FILE
+from training.strategies.checkpoints import load_model
+from training.strategies.evaluation_clock import scale_pixels
+from training.workloads import get_workload
+
+log = logging.getLogger(__name__)
+
+EVALUATION_FILE = "evaluation.json"
+
+
+def evaluate_run(spec: RunSpec) -> dict[str, Any]:
+    """Evaluate the run's final model; returns the evaluation record (metrics + MLflow run id)."""
+    spec.validate()
+    run_uri = spec.run_uri()
+    done = storage.read_json(storage.join(run_uri, EVALUATION_FILE))
+    if done is not None:
+        log.info("run %s already evaluated: nothing to do", spec.run_name)
+        return done
+    record = storage.read_json(storage.join(run_uri, RESULT_FILE))
+    if record is None or not record.get("mlflow_run_id"):
+        raise RunSpecError(f"run_name={spec.run_name!r}: no finished training at {run_uri}; train it first")
+    workload = get_workload(spec.workload)
+    images, labels = workload.load_test(spec.augmented_uri())
+    model = load_model(record["result"]["model_uri"])
+    logits = model.predict(scale_pixels(images), batch_size=2000, verbose=0)
+    confusion = confusion_matrix(labels, np.argmax(logits, axis=1), workload.num_classes)
+    per_class = per_class_accuracy(confusion)
+    metrics = {"test_accuracy": accuracy(confusion)}
+    metrics.update({f"test_accuracy_class_{label}": float(value) for label, value in enumerate(per_class)})
+    class_names = [str(label) for label in range(workload.num_classes)]
+    figure = confusion_matrix_png(confusion, class_names,
+                                  f"{spec.workload} · {spec.strategy} {spec.config} · "
+                                  f"test accuracy {metrics['test_accuracy']:.2%}")
+    tracking.log_evaluation(
+        spec, record["mlflow_run_id"], metrics,
+        {"confusion_matrix.png": figure,
+         "confusion_matrix.json": json.dumps(confusion.tolist()).encode()},
+        model=model,
+    )
+    evaluation = {"mlflow_run_id": record["mlflow_run_id"], "metrics": metrics,
+                  "wall_seconds": record["result"]["wall_seconds"],
+                  "time_to_target_seconds": record["result"]["time_to_target_seconds"]}
+    storage.write_json(storage.join(run_uri, EVALUATION_FILE), evaluation)
+    return evaluation
+
+
+def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
+    """The few lines a user wants at the end of a run."""
+    mlflow_client = tracking.client(spec.resolved_tracking_uri())
+    metrics = mlflow_client.get_run(evaluation["mlflow_run_id"]).data.metrics
+    target = evaluation.get("time_to_target_seconds")
+    lines = [
+        f"workload {spec.workload}, strategy {spec.strategy}, {spec.config} "
+        f"(nodes × workers_per_node = {spec.total_workers} workers), {spec.epochs} epochs",
+        f"test accuracy     {evaluation['metrics']['test_accuracy']:.2%}",
+        f"training wall     {evaluation['wall_seconds']:.1f} s"
+        + (f"  (time to {spec.target_accuracy:.1%}: {target:.1f} s)" if target else
+           f"  ({spec.target_accuracy:.1%} not reached)"),
+    ]
+    if "speedup" in metrics and spec.total_workers > 1:
+        lines.append(f"speedup           {metrics['speedup']:.2f}x over 1 worker "
+                     f"(scaling efficiency {metrics['scaling_efficiency']:.0%})")
+    else:
+        lines.append("speedup           no comparable 1-worker run yet (run once with nodes=1, workers_per_node=1)")
+    lines.append(f"MLflow run        {evaluation['mlflow_run_id']} in experiment {spec.workload} "
+                 f"({spec.resolved_tracking_uri()})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    RunSpec.add_arguments(parser)
+    configure_logging()
+    spec = RunSpec.from_args(parser.parse_args(argv))
+    print(summary(spec, evaluate_run(spec)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

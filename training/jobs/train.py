@@ -1,0 +1,115 @@
+"""Spark job: train a workload with the chosen strategy on its shards, then record the run in MLflow.
+
+    spark-submit training/jobs/train.py --workload mnist_elastic_cnn --strategy horovod --nodes 1 \\
+        --workers-per-node 2 --epochs 4 --run-name my-run
+
+The run keeps its checkpoints, final model and result under <data root>/runs/<workload>/<run name>/: a retried
+job resumes from the last checkpoint, and a finished one is not trained again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from training import sharding, storage, tracking
+from training.config import RunSpec, RunSpecError
+from training.console import configure_logging
+from training.datasets import mnist
+from training.strategies import get_strategy
+from training.strategies.base import TrainingResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
+
+SPEC_FILE = "spec.json"
+RESULT_FILE = "result.json"
+
+
+def check_inputs(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Validate the spec against its datasets before any Spark work; returns (augmented, shards) manifests."""
+    spec.validate()
+    augmented = storage.require_manifest(spec.augmented_uri(), mnist.DATASET_KIND)
+    shards = storage.require_manifest(spec.shards_uri(), sharding.DATASET_KIND)
+    spec.validate_shards(shards["num_shards"])
+    return augmented, shards
+
+
+def claim_run_directory(spec: RunSpec) -> dict[str, Any] | None:
+    """Record the spec in the run directory, refusing one that belongs to a different spec; returns the result
+    of a previous attempt, if it finished training."""
+    run_uri = spec.run_uri()
+    recorded = storage.read_json(storage.join(run_uri, SPEC_FILE))
+    if recorded is not None and recorded != spec.to_mapping():
+        changed = sorted(key for key in recorded.keys() | spec.to_mapping().keys()
+                         if recorded.get(key) != spec.to_mapping().get(key))
+        raise RunSpecError(f"run_name={spec.run_name!r}: {run_uri} already holds a run with other settings "
+                           f"({', '.join(changed)}); choose another run_name")
+    if recorded is None:
+        storage.write_json(storage.join(run_uri, SPEC_FILE), spec.to_mapping())
+    return storage.read_json(storage.join(run_uri, RESULT_FILE))
+
+
+def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
+    """Train (or resume, or skip when done) and log to MLflow; returns the run record (result + MLflow run id)."""
+    augmented, shards = check_inputs(spec)
+    record = claim_run_directory(spec)
+    if record is not None and record.get("mlflow_run_id"):
+        log.info("run %s already trained and tracked (MLflow run %s): nothing to do",
+                 spec.run_name, record["mlflow_run_id"])
+        return record
+    if record is None:
+        log.info("training %s with %s on %d workers (%s), %d epochs", spec.workload, spec.strategy,
+                 spec.total_workers, spec.config, spec.epochs)
+        result = get_strategy(spec.strategy).train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(),
+                                                    spark)
+        record = {"result": result.to_mapping(), "data_version": augmented["data_version"]}
+        storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
+    result = TrainingResult.from_mapping(record["result"])
+    shard_manifest = {key: value for key, value in shards.items() if key != "files"}
+    record["mlflow_run_id"] = tracking.log_training(
+        spec, result, record["data_version"],
+        {"shard_manifest.json": _json_bytes(shard_manifest), "run_spec.json": _json_bytes(spec.to_mapping())},
+    )
+    storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
+    final = result.epochs[-1]
+    log.info("trained in %.1f s (training clock %.1f s): val_accuracy %.4f, time to %.1f%%: %s; MLflow run %s",
+             result.wall_seconds, result.training_seconds, final["val_accuracy"], 100 * spec.target_accuracy,
+             f"{result.time_to_target_seconds:.1f} s" if result.time_to_target_seconds else "not reached",
+             record["mlflow_run_id"])
+    return record
+
+
+def _json_bytes(content: dict[str, Any]) -> bytes:
+    return json.dumps(content, indent=2, sort_keys=True).encode()
+
+
+def training_session(spec: RunSpec, master: str | None = None) -> SparkSession:
+    """A session with a task slot per worker: in local mode Horovod needs all its processes running at once."""
+    from training.jobs.spark_session import spark_session
+
+    spark = spark_session("cloudburst-train", master)
+    context = spark.sparkContext
+    if context.master.startswith("local") and context.defaultParallelism < spec.total_workers:
+        log.info("local mode with %d slots for %d workers: restarting Spark as local[%d]",
+                 context.defaultParallelism, spec.total_workers, spec.total_workers)
+        spark.stop()
+        spark = spark_session("cloudburst-train", f"local[{spec.total_workers}]")
+    return spark
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    RunSpec.add_arguments(parser)
+    configure_logging()
+    spec = RunSpec.from_args(parser.parse_args(argv))
+    check_inputs(spec)  # fail before the JVM starts
+    train_run(training_session(spec), spec)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Plain Keras models: no distribution code, no strategy imports."""

@@ -1,0 +1,42 @@
+"""The one small interface every distribution strategy implements, and what training returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from training.config import RunSpec
+
+
+@dataclass
+class TrainingResult:
+    """What a strategy measured. Per-epoch rows use the shared metric names (train_loss, val_accuracy, …)."""
+
+    epochs: list[dict[str, float]]
+    evaluations: list[dict[str, float]]  # {"train_seconds", "epoch", "val_accuracy"}, several per epoch
+    wall_seconds: float  # strategy start to finish: process launch, data loading and training
+    training_seconds: float  # the training clock: training steps only, evaluations excluded
+    time_to_target_seconds: float | None  # training clock when val_accuracy first reached the target
+    model_uri: str
+    total_workers: int
+    resumed_from_epoch: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_mapping(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, values: dict[str, Any]) -> TrainingResult:
+        return cls(**values)
+
+
+class Strategy(Protocol):
+    """Trains ``spec.workload`` on the shards at ``shards_uri`` with ``spec.total_workers`` workers."""
+
+    name: str
+
+    def train(self, spec: RunSpec, shards_uri: str, test_uri: str, run_uri: str,
+              spark: SparkSession) -> TrainingResult: ...

@@ -1,0 +1,221 @@
+"""Synchronous data parallelism: Horovod ring all-reduce over Gloo, launched as Spark tasks (horovod.spark.run).
+
+Each of nodes × workers_per_node ranks reads only its own shard, trains a plain Keras model whose optimizer is
+wrapped by ``hvd.DistributedOptimizer``, and evaluates its slice of the test set; rank 0 checkpoints after
+every epoch so a retried job resumes where it stopped. Lines that exist only for distribution say ``Horovod:``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import TYPE_CHECKING, Any
+
+from training.strategies.base import TrainingResult
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from training.config import RunSpec
+
+log = logging.getLogger(__name__)
+
+SHUFFLE_BUFFER = 10_000
+
+
+def threads_per_worker(spec: RunSpec, cores_per_node: int) -> int:
+    """TensorFlow intra-op threads: the node's cores shared by its workers, unless set explicitly."""
+    if spec.threads_per_worker:
+        return spec.threads_per_worker
+    return max(1, cores_per_node // spec.workers_per_node)
+
+
+def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run_uri: str,
+               cores_per_node: int) -> dict[str, Any] | None:
+    """The function every Horovod rank runs; rank 0 returns what it measured, the others their weights' digest."""
+    import horovod.tensorflow as hvd_ops  # collective operations on tensors
+    import horovod.tensorflow.keras as hvd
+    import numpy as np
+    import tensorflow as tf
+
+    from training.config import RunSpec
+    from training.strategies.checkpoints import CheckpointStore, save_model
+    from training.strategies.evaluation_clock import EvaluationClock, scale_pixels
+    from training.workloads import get_workload
+
+    spec = RunSpec.from_mapping(spec_mapping)
+    hvd.init()  # Horovod: one rank per worker
+    rank, size = hvd.rank(), hvd.size()
+    tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker(spec, cores_per_node))
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.keras.utils.set_random_seed(spec.seed)
+
+    workload = get_workload(spec.workload)
+    images, labels = workload.load_shard(shards_uri, rank, size)  # Horovod: each rank reads only its own shard
+    test_images, test_labels = workload.load_test(test_uri)
+    test_images, test_labels = test_images[rank::size], test_labels[rank::size]  # Horovod: evaluate a slice
+
+    # Horovod: every rank must take the same number of steps, and a multiple of the accumulation window.
+    shortest_shard = int(hvd_ops.allreduce(np.array(len(labels)), op=hvd_ops.Min, name="shortest_shard"))
+    steps_per_epoch = shortest_shard // spec.batch_size_per_worker
+    steps_per_epoch -= steps_per_epoch % spec.backward_passes_per_step
+    if steps_per_epoch < 1:
+        raise ValueError(f"shard of {shortest_shard} examples is smaller than one batch of "
+                         f"{spec.batch_size_per_worker} × backward_passes_per_step {spec.backward_passes_per_step}")
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((images, labels))
+        .shuffle(min(SHUFFLE_BUFFER, len(labels)), seed=spec.seed + rank, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(spec.batch_size_per_worker, drop_remainder=True)
+        .map(lambda x, y: (scale_pixels(x), y), num_parallel_calls=1)
+        .prefetch(2)
+    )
+
+    model = workload.build_model()
+    scaled_learning_rate = spec.learning_rate * size  # Horovod: scale the learning rate by the workers
+    optimizer = hvd.DistributedOptimizer(  # Horovod: average gradients with ring all-reduce
+        workload.make_optimizer(scaled_learning_rate),
+        compression=hvd.Compression.fp16 if spec.fp16_compression else hvd.Compression.none,
+        backward_passes_per_step=spec.backward_passes_per_step,
+        average_aggregated_gradients=True,
+    )
+    model.compile(optimizer=optimizer, loss=workload.make_loss(), metrics=["accuracy"])
+
+    checkpoints = CheckpointStore(run_uri)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    resumed_from = hvd_ops.broadcast_object(checkpoints.latest_epoch() if rank == 0 else None, root_rank=0)
+    previous: dict[str, Any] = {"epochs": [], "evaluations": [], "training_seconds": 0.0,
+                                "time_to_target_seconds": None}
+    if resumed_from:
+        previous = checkpoints.restore(resumed_from, checkpoint)
+        if rank == 0:
+            print(f"[horovod] resuming after epoch {resumed_from} from {run_uri}/checkpoints", flush=True)
+
+    clock = EvaluationClock(
+        test_images, test_labels,
+        every_steps=max(1, steps_per_epoch // spec.evaluations_per_epoch),
+        steps_per_epoch=steps_per_epoch,
+        target_accuracy=spec.target_accuracy,
+        combine=lambda counts: hvd_ops.allreduce(counts, op=hvd_ops.Sum, name="evaluation_counts").numpy(),
+        clock_offset_seconds=previous["training_seconds"],
+    )
+    epochs: list[dict[str, float]] = list(previous["epochs"])
+
+    class EpochRecorder(tf.keras.callbacks.Callback):
+        """Collects the shared per-epoch metrics and checkpoints on rank 0 (after MetricAverage ran)."""
+
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            logs = logs or {}
+            samples = steps_per_epoch * spec.batch_size_per_worker * size
+            row = {
+                "epoch": epoch + 1,
+                "train_loss": float(logs["loss"]),
+                "train_accuracy": float(logs["accuracy"]),
+                "val_accuracy": float(logs["val_accuracy"]),
+                "epoch_seconds": float(logs["epoch_seconds"]),
+                "samples_per_second": samples / float(logs["epoch_seconds"]),
+            }
+            epochs.append(row)
+            if rank == 0:
+                print(f"[horovod] epoch {epoch + 1}/{spec.epochs}: loss {row['train_loss']:.4f} "
+                      f"accuracy {row['train_accuracy']:.4f} val_accuracy {row['val_accuracy']:.4f} "
+                      f"{row['epoch_seconds']:.1f} s {row['samples_per_second']:.0f} samples/s", flush=True)
+                checkpoints.save(epoch + 1, checkpoint, {
+                    "epochs": epochs,
+                    "evaluations": previous["evaluations"] + clock.evaluations,
+                    "training_seconds": clock.training_seconds(),
+                    "time_to_target_seconds": previous["time_to_target_seconds"] or clock.time_to_target_seconds,
+                })
+
+    callbacks = [
+        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: start every rank from rank 0's state
+        hvd.callbacks.MetricAverageCallback(),  # Horovod: report metrics averaged over ranks
+    ]
+    if spec.warmup_epochs > resumed_from:
+        callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: ramp up to the scaled rate
+            initial_lr=scaled_learning_rate, warmup_epochs=spec.warmup_epochs, steps_per_epoch=steps_per_epoch,
+            verbose=0))
+    callbacks += [clock, EpochRecorder()]
+    model.fit(dataset, epochs=spec.epochs, initial_epoch=resumed_from, steps_per_epoch=steps_per_epoch,
+              callbacks=callbacks, verbose=0)
+
+    weights_sha256 = _weights_digest(model)
+    if rank != 0:
+        return {"rank": rank, "weights_sha256": weights_sha256}
+    return {
+        "rank": 0,
+        "weights_sha256": weights_sha256,
+        "epochs": epochs,
+        "evaluations": previous["evaluations"] + clock.evaluations,
+        "training_seconds": clock.training_seconds(),
+        "time_to_target_seconds": previous["time_to_target_seconds"] or clock.time_to_target_seconds,
+        "model_uri": save_model(run_uri, model),
+        "resumed_from_epoch": resumed_from,
+        "threads_per_worker": threads_per_worker(spec, cores_per_node),
+        "steps_per_epoch": steps_per_epoch,
+    }
+
+
+class HorovodStrategy:
+    """``horovod.spark.run`` with num_proc = nodes × workers_per_node, over Gloo."""
+
+    name = "horovod"
+
+    def train(self, spec: RunSpec, shards_uri: str, test_uri: str, run_uri: str,
+              spark: SparkSession) -> TrainingResult:
+        import horovod.spark
+
+        cores_per_node = _cores_per_node(spark, spec)
+        started = time.perf_counter()
+        results = horovod.spark.run(
+            train_rank,
+            args=(spec.to_mapping(), shards_uri, test_uri, run_uri, cores_per_node),
+            num_proc=spec.total_workers,
+            use_gloo=True,
+            env=_worker_environment(),
+            verbose=1,
+        )
+        wall_seconds = time.perf_counter() - started
+        measured = next(result for result in results if result["rank"] == 0)
+        digests = [result["weights_sha256"] for result in sorted(results, key=lambda result: result["rank"])]
+        return TrainingResult(
+            epochs=measured["epochs"],
+            evaluations=measured["evaluations"],
+            wall_seconds=wall_seconds,
+            training_seconds=measured["training_seconds"],
+            time_to_target_seconds=measured["time_to_target_seconds"],
+            model_uri=measured["model_uri"],
+            total_workers=spec.total_workers,
+            resumed_from_epoch=measured["resumed_from_epoch"],
+            extra={"threads_per_worker": measured["threads_per_worker"],
+                   "steps_per_epoch": measured["steps_per_epoch"],
+                   "weights_sha256_per_rank": digests,
+                   "ranks_in_sync": len(set(digests)) == 1},
+        )
+
+
+def _weights_digest(model: Any) -> str:
+    """A fingerprint of the final weights: synchronous training must end with the same one on every rank."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for weights in model.get_weights():
+        digest.update(weights.tobytes())
+    return digest.hexdigest()
+
+
+def _cores_per_node(spark: SparkSession, spec: RunSpec) -> int:
+    """In local mode every simulated node gets an equal share of this machine's cores."""
+    if spark.sparkContext.master.startswith("local"):
+        return max(1, (os.cpu_count() or 1) // spec.nodes)
+    return int(spark.conf.get("spark.executor.cores", str(spec.workers_per_node)))
+
+
+def _worker_environment() -> dict[str, str]:
+    """The driver's environment for the ranks, minus TensorFlow's log noise."""
+    environment = dict(os.environ)
+    environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    environment["OMP_NUM_THREADS"] = "1"  # TensorFlow sizes its own pools; OpenMP/BLAS must not add threads
+    environment["OPENBLAS_NUM_THREADS"] = "1"
+    return environment
