@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import re
+import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -67,17 +70,21 @@ class CheckpointStore:
 
     def restore(self, epoch: int, checkpoint: Any) -> dict[str, Any]:
         """Load model and optimizer state into ``checkpoint``; returns the history saved with it."""
-        with tempfile.TemporaryDirectory(prefix="cloudburst-ckpt-") as local:
-            _download_directory(self.where, self._epoch_path(epoch), Path(local))
-            checkpoint.read(str(Path(local) / "state")).expect_partial()
-            return json.loads((Path(local) / "history.json").read_text())
+        # TensorFlow restores optimizer slots lazily, at the first training step: the files must outlive this call.
+        local = Path(tempfile.mkdtemp(prefix="cloudburst-ckpt-"))
+        atexit.register(shutil.rmtree, local, ignore_errors=True)
+        _download_directory(self.where, self._epoch_path(epoch), local)
+        checkpoint.read(str(local / "state")).expect_partial()
+        return json.loads((local / "history.json").read_text())
 
 
 def save_model(run_uri: str, model: Any) -> str:
     """Save the trained Keras model (weights and architecture, no optimizer) under ``<run>/model``."""
     where = storage.resolve(run_uri)
     with tempfile.TemporaryDirectory(prefix="cloudburst-model-") as local:
-        model.save(str(Path(local) / MODEL_FILE), include_optimizer=False)
+        with warnings.catch_warnings():  # H5 is "legacy" to Keras 2.15 but loads everywhere Keras 2 does
+            warnings.simplefilter("ignore", UserWarning)
+            model.save(str(Path(local) / MODEL_FILE), include_optimizer=False)
         _upload_directory(Path(local), where, f"{where.path}/model")
     return storage.join(run_uri, "model", MODEL_FILE)
 

@@ -25,18 +25,19 @@ def scale_pixels(images: np.ndarray | tf.Tensor) -> tf.Tensor:
 
 
 class EvaluationClock(tf.keras.callbacks.Callback):
-    """Evaluate every ``every_steps`` steps and at each epoch end.
+    """Evaluate ``evaluations_per_epoch`` times per epoch, the last at the epoch's end.
 
     ``combine`` sums (correct, total) over workers (an all-reduce for synchronous strategies); each worker
     evaluates only its own slice of the evaluation set.
     """
 
-    def __init__(self, images: np.ndarray, labels: np.ndarray, every_steps: int, steps_per_epoch: int,
+    def __init__(self, images: np.ndarray, labels: np.ndarray, evaluations_per_epoch: int, steps_per_epoch: int,
                  target_accuracy: float, combine: Callable[[np.ndarray], np.ndarray],
                  clock_offset_seconds: float = 0.0) -> None:
         super().__init__()
         self.images, self.labels = images, labels
-        self.every_steps = max(1, every_steps)
+        self.evaluations_per_epoch = evaluations_per_epoch
+        self.every_steps = max(1, steps_per_epoch // evaluations_per_epoch)
         self.steps_per_epoch = steps_per_epoch
         self.target_accuracy = target_accuracy
         self.combine = combine
@@ -62,7 +63,9 @@ class EvaluationClock(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs=None) -> None:
         step = batch + 1
-        if step % self.every_steps == 0 and step < self.steps_per_epoch:
+        # Evenly spaced inside the epoch; the last of each epoch's evaluations happens at its end.
+        if step % self.every_steps == 0 and step // self.every_steps < self.evaluations_per_epoch \
+                and step < self.steps_per_epoch:
             self.evaluate(self.epoch + step / self.steps_per_epoch)
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:

@@ -45,6 +45,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     from training.workloads import get_workload
 
     spec = RunSpec.from_mapping(spec_mapping)
+    tf.get_logger().setLevel("ERROR")  # per-step evaluation trips Keras' "slow callback" warning by design
     hvd.init()  # Horovod: one rank per worker
     rank, size = hvd.rank(), hvd.size()
     tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker(spec, cores_per_node))
@@ -94,7 +95,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
 
     clock = EvaluationClock(
         test_images, test_labels,
-        every_steps=max(1, steps_per_epoch // spec.evaluations_per_epoch),
+        evaluations_per_epoch=spec.evaluations_per_epoch,
         steps_per_epoch=steps_per_epoch,
         target_accuracy=spec.target_accuracy,
         combine=lambda counts: hvd_ops.allreduce(counts, op=hvd_ops.Sum, name="evaluation_counts").numpy(),

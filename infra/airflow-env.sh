@@ -1,0 +1,43 @@
+# shellcheck shell=bash
+# Airflow settings for this checkout's embedded default (SQLite, LocalExecutor, Spark local[*], ./var for state).
+# Meant to be sourced, from any directory:   source infra/airflow-env.sh
+# It only exports variables; `airflow db migrate` is run by infra/airflow-services.sh, not here.
+# Overrides: CLOUDBURST_AIRFLOW_PORT (default 8080), CLOUDBURST_AIRFLOW_HOST (default 127.0.0.1),
+# and any AIRFLOW_CONN_SPARK_DEFAULT / MLFLOW_TRACKING_URI already in the environment.
+
+_cloudburst_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+
+export AIRFLOW_HOME="$_cloudburst_root/var/airflow"
+export AIRFLOW__CORE__DAGS_FOLDER="$_cloudburst_root/dags"
+export AIRFLOW__CORE__PLUGINS_FOLDER="$_cloudburst_root/plugins"
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__EXECUTOR=LocalExecutor
+export AIRFLOW__CORE__PARALLELISM=4
+export AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=120
+
+# The simple auth manager's real login (user admin, generated password). Never "all admins" here.
+unset AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS
+
+export AIRFLOW__API__PORT="${CLOUDBURST_AIRFLOW_PORT:-8080}"
+export AIRFLOW__API__HOST="${CLOUDBURST_AIRFLOW_HOST:-127.0.0.1}"
+# Task processes reach the api-server's execution API here; Airflow's own default assumes port 8080.
+_cloudburst_api_host="$AIRFLOW__API__HOST"
+if [[ "$_cloudburst_api_host" == "0.0.0.0" || "$_cloudburst_api_host" == "::" ]]; then
+    _cloudburst_api_host=127.0.0.1
+fi
+export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://$_cloudburst_api_host:$AIRFLOW__API__PORT/execution/"
+
+if [[ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]]; then
+    export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[*]"}'
+fi
+if [[ -z "${MLFLOW_TRACKING_URI:-}" ]]; then
+    export MLFLOW_TRACKING_URI="sqlite:///$_cloudburst_root/var/mlflow/mlflow.db"
+fi
+
+# Prepend plugins/ once, keeping whatever PYTHONPATH already holds.
+case ":${PYTHONPATH:-}:" in
+    *":$_cloudburst_root/plugins:"*) ;;
+    *) export PYTHONPATH="$_cloudburst_root/plugins${PYTHONPATH:+:$PYTHONPATH}" ;;
+esac
+
+unset _cloudburst_root _cloudburst_api_host

@@ -1,0 +1,89 @@
+"""Real Horovod (Gloo) processes launched through Spark, on a small slice of the real MNIST."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from training import storage
+from training.config import RunSpec
+from training.datasets import mnist
+from training.jobs.augment import augment_dataset
+from training.jobs.shard import shard_dataset
+from training.jobs.train import RESULT_FILE, train_run
+from training.strategies.checkpoints import CheckpointStore
+from training.strategies.horovod import HorovodStrategy
+
+pytestmark = pytest.mark.spark
+
+
+def prepare_datasets(spark, spec: RunSpec) -> None:
+    """The data half of the pipeline for ``spec``, exactly as the DAG runs it."""
+    mnist.ingest(spec.data_source, spec.raw_uri(), train_limit=spec.train_limit, test_limit=spec.test_limit)
+    augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha, spec.sigma,
+                    spec.seed)
+    shard_dataset(spark, spec.augmented_uri(), spec.shards_uri(), spec.total_workers, spec.seed)
+
+
+@pytest.fixture(scope="module")
+def small_spec(spark, tmp_path_factory) -> RunSpec:
+    root = tmp_path_factory.mktemp("horovod")
+    spec = RunSpec(train_limit=1000, test_limit=400, epochs=1, batch_size_per_worker=32, workers_per_node=2,
+                   data_root=str(root / "data"), tracking_uri=f"sqlite:///{root / 'mlflow.db'}", run_name="small")
+    prepare_datasets(spark, spec)
+    return spec
+
+
+def test_two_horovod_ranks_end_with_identical_weights_and_learn(spark, small_spec):
+    result = HorovodStrategy().train(small_spec, small_spec.shards_uri(), small_spec.augmented_uri(),
+                                     storage.join(small_spec.run_uri(), "direct"), spark)
+    digests = result.extra["weights_sha256_per_rank"]
+    assert len(digests) == 2
+    assert digests[0] == digests[1]
+    assert result.extra["ranks_in_sync"] is True
+    assert [row["epoch"] for row in result.epochs] == [1]
+    assert result.epochs[0]["val_accuracy"] > 0.6  # 1,000 images for one epoch: far above chance (0.1)
+    assert len(result.evaluations) == small_spec.evaluations_per_epoch
+    assert result.extra["threads_per_worker"] == max(1, (os.cpu_count() or 1) // 2)
+    assert Path(storage.resolve(result.model_uri).path).is_file()
+
+
+def test_a_finished_run_is_not_trained_again(spark, small_spec):
+    first = train_run(spark, small_spec)
+    started = time.perf_counter()
+    again = train_run(spark, small_spec)
+    assert again["mlflow_run_id"] == first["mlflow_run_id"]
+    assert time.perf_counter() - started < 5
+
+
+def test_a_killed_training_job_resumes_from_its_last_checkpoint(small_spec):
+    spec = RunSpec(**{**small_spec.to_mapping(), "epochs": 8, "run_name": "killed"})
+    command = [sys.executable, "-m", "training.jobs.train", *spec.to_args()]
+    environment = {**os.environ, "CLOUDBURST_SPARK_UI": "false"}
+    checkpoints = CheckpointStore(spec.run_uri())
+    job = subprocess.Popen(command, env=environment, start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while checkpoints.latest_epoch() < 1 and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert checkpoints.latest_epoch() >= 1, "no checkpoint written before the deadline"
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)  # the driver, Spark and the Horovod ranks: a node dying mid-run
+        job.wait()
+    killed_after = checkpoints.latest_epoch()
+    assert killed_after < spec.epochs, "the job finished before it could be killed; make epochs longer"
+    assert storage.read_json(storage.join(spec.run_uri(), RESULT_FILE)) is None
+
+    retry = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600)
+    assert retry.returncode == 0, retry.stderr[-3000:]
+    record = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))
+    assert record["result"]["resumed_from_epoch"] >= killed_after
+    assert [row["epoch"] for row in record["result"]["epochs"]] == list(range(1, spec.epochs + 1))
+    assert "resuming after epoch" in retry.stdout + retry.stderr

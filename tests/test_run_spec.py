@@ -1,0 +1,91 @@
+"""The run specification: validation messages, and unchanged travel through mappings, CLI flags and MLflow params."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from training.config import RunSpec, RunSpecError, run_name_from
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"workers_per_node": 0}, "workers_per_node=0: must be ≥ 1"),
+        ({"nodes": 0}, "nodes=0: must be ≥ 1"),
+        ({"strategy": "allreduce-magic"}, "strategy='allreduce-magic': must be one of horovod"),
+        ({"workload": "imagenet"}, "workload='imagenet': must be one of"),
+        ({"epochs": 0}, "epochs=0: must be ≥ 1"),
+        ({"batch_size_per_worker": 0}, "batch_size_per_worker=0: must be ≥ 1"),
+        ({"learning_rate": 0.0}, "learning_rate=0.0: must be > 0"),
+        ({"sigma": 0.0}, "sigma=0.0: must be > 0"),
+        ({"alpha": -1.0}, "alpha=-1.0: must be ≥ 0"),
+        ({"augment_copies": -1}, "augment_copies=-1: must be ≥ 0"),
+        ({"target_accuracy": 1.5}, "target_accuracy=1.5: must be in (0, 1]"),
+        ({"backward_passes_per_step": 0}, "backward_passes_per_step=0: must be ≥ 1"),
+        ({"run_name": "a/b"}, "run_name='a/b': may hold only"),
+        ({"train_limit": 3, "nodes": 2, "workers_per_node": 2}, "train_limit=3: must give every one of the 4"),
+    ],
+)
+def test_each_invalid_value_is_rejected_naming_the_value_and_why(settings, message):
+    with pytest.raises(RunSpecError, match=message.replace("(", r"\(").replace(")", r"\)").replace("]", r"\]")):
+        RunSpec(**settings).validate()
+
+
+def test_missing_data_source_is_rejected(tmp_path):
+    with pytest.raises(RunSpecError, match="data_source=.*no such directory"):
+        RunSpec(data_source=str(tmp_path / "nowhere")).validate_sources()
+    RunSpec().validate_sources()  # the vendored MNIST exists
+
+
+def test_more_workers_than_shards_is_rejected():
+    with pytest.raises(RunSpecError, match="4 workers but the dataset has 2 shards"):
+        RunSpec(nodes=2, workers_per_node=2).validate_shards(2)
+    RunSpec(nodes=1, workers_per_node=2).validate_shards(4)  # a worker may take several shards
+
+
+def test_spec_survives_cli_flags_unchanged():
+    spec = RunSpec(nodes=2, workers_per_node=3, epochs=7, learning_rate=0.0025, fp16_compression=True,
+                   data_root="hdfs://namenode:8020/cloudburst", run_name="manual__2026-01-01")
+    parser = argparse.ArgumentParser()
+    RunSpec.add_arguments(parser)
+    assert RunSpec.from_args(parser.parse_args(spec.to_args())) == spec
+
+
+def test_spec_survives_a_mapping_and_json_types_from_dag_params():
+    spec = RunSpec(workers_per_node=1, fp16_compression=True)
+    assert RunSpec.from_mapping(spec.to_mapping()) == spec
+    from_form = RunSpec.from_mapping({"epochs": "3", "fp16_compression": "false", "learning_rate": 1})
+    assert (from_form.epochs, from_form.fp16_compression, from_form.learning_rate) == (3, False, 1.0)
+
+
+def test_wrong_types_and_unknown_names_are_rejected():
+    with pytest.raises(RunSpecError, match="epochs='many': expected int"):
+        RunSpec.from_mapping({"epochs": "many"})
+    with pytest.raises(RunSpecError, match="epochs=2.5: expected int"):
+        RunSpec.from_mapping({"epochs": 2.5})
+    with pytest.raises(RunSpecError, match="unknown run setting"):
+        RunSpec.from_mapping({"epoch": 3})
+
+
+def test_mlflow_params_hold_every_field_and_total_workers():
+    params = RunSpec(nodes=2, workers_per_node=2).mlflow_params()
+    assert params["total_workers"] == "4"
+    assert params["workers_per_node"] == "2"
+    assert set(RunSpec.__dataclass_fields__) <= set(params)
+
+
+def test_dataset_locations_follow_the_inputs_that_make_them():
+    spec = RunSpec(data_root="/data", train_limit=2000, test_limit=500, augment_copies=2, workers_per_node=4)
+    assert spec.raw_uri() == "file:///data/mnist/raw-train2000-test500"
+    assert spec.augmented_uri() == "file:///data/mnist/elastic-train2000-test500-k2-a34-s4-seed0"
+    assert spec.shards_uri() == f"{spec.augmented_uri()}-shards4-seed0"
+    assert spec.run_uri() == "file:///data/runs/mnist_elastic_cnn/manual"
+    assert RunSpec(existing_shards="hdfs://nn:8020/s").shards_uri() == "hdfs://nn:8020/s"
+
+
+def test_run_names_from_airflow_run_ids_are_valid_directory_names():
+    name = run_name_from("manual__2026-11-30T05:35:55.612960+00:00")
+    assert name == "manual__2026-11-30T05-35-55.612960-00-00"
+    RunSpec(run_name=name).validate()
