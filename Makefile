@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo bench clean
+.PHONY: help setup setup-training test test-fast lint demo bench clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -16,22 +16,33 @@ setup:  ## build both Python environments and install Debian packages (idempoten
 setup-training:  ## build only the training environment
 	infra/setup.sh training
 
-test: setup  ## lint, then the whole test suite (real Spark, real stores)
+test: setup  ## lint, then every test: training env (Spark, Horovod, MLflow), then Airflow env (DAG runs)
 	$(TRAINING_BIN)/ruff check .
-	$(TRAINING_BIN)/python -m pytest $(PYTEST_ARGS)
+	$(TRAINING_BIN)/python -m pytest --ignore=tests/airflow $(PYTEST_ARGS)
+	$(AIRFLOW_BIN)/python -m pytest tests/airflow $(PYTEST_ARGS)
 
-test-fast: setup-training  ## tests without the slow Spark ones
-	$(TRAINING_BIN)/python -m pytest -m "not spark" $(PYTEST_ARGS)
+test-fast: setup-training  ## tests without the slow Spark/Horovod ones
+	$(TRAINING_BIN)/python -m pytest --ignore=tests/airflow -m "not spark" $(PYTEST_ARGS)
 
 lint:  ## ruff
 	$(TRAINING_BIN)/ruff check .
 
-demo: setup  ## run the data half of the pipeline on the full MNIST (training arrives with the next issue)
+demo: setup  ## the mnist_elastic_cnn DAG end to end on the full MNIST (airflow dags test), then a summary
 	infra/demo.sh
 
-bench: setup-training  ## elastic augmentation vs the SciPy baseline, and the data pipeline's wall time
+airflow-up: setup  ## Airflow UI + scheduler + dag-processor in the background (prints URL and login)
+	infra/airflow-services.sh up
+
+airflow-down:  ## stop them
+	infra/airflow-services.sh down
+
+mlflow-ui: setup  ## MLflow UI in the foreground (Ctrl-C stops it)
+	infra/mlflow-ui.sh
+
+bench: setup-training  ## elastic augmentation vs SciPy, the data pipeline's wall time, and training scaling
 	$(TRAINING_BIN)/python bench/elastic_augmentation.py
 	$(TRAINING_BIN)/python bench/data_pipeline.py
+	$(TRAINING_BIN)/python bench/scaling.py
 
 clean:  ## remove datasets and stores under var/ (environments stay)
 	rm -rf var spark-warehouse metastore_db derby.log

@@ -39,6 +39,16 @@ running_pid() {
     return 1
 }
 
+# While the api-server runs, its URL is the one it was started with (status needs no CLOUDBURST_AIRFLOW_PORT).
+load_running_url() {
+    if running_pid api-server >/dev/null && [[ -s "$RUN_DIR/api-server.url" ]]; then
+        URL="$(<"$RUN_DIR/api-server.url")"
+        HEALTH_URL="$URL/api/v2/monitor/health"
+    else
+        rm -f "$RUN_DIR/api-server.url"
+    fi
+}
+
 healthy() { curl -fsS --max-time 3 "$HEALTH_URL" >/dev/null 2>&1; }
 
 port_in_use() { (exec 3<>"/dev/tcp/$BROWSE_HOST/$AIRFLOW__API__PORT") 2>/dev/null; }
@@ -98,6 +108,7 @@ start_service() {
     nohup setsid "$BIN/airflow" "$service" >>"$log" 2>&1 </dev/null &
     pid=$!
     echo "$pid" >"$(pid_file "$service")"
+    [[ "$service" == api-server ]] && echo "$URL" >"$RUN_DIR/api-server.url"
     echo "started $service (pid $pid, log ${log#"$ROOT/"})"
 }
 
@@ -173,6 +184,7 @@ stop_service() {
         kill -KILL -- "-$pid" 2>/dev/null || true
     fi
     rm -f "$(pid_file "$service")"
+    [[ "$service" == api-server ]] && rm -f "$RUN_DIR/api-server.url"
     echo "$service: stopped (was pid $pid)"
 }
 
@@ -199,6 +211,7 @@ cmd_status() {
     done
 }
 
+load_running_url
 case "${1:-}" in
     up) cmd_up ;;
     down) cmd_down ;;

@@ -90,6 +90,8 @@ def run_params(**defaults: Any) -> dict[str, Param]:
         default = defaults.get(name, getattr(spec, name))
         if name == "run_name":
             default = defaults.get(name, "")
-        params[name] = Param(default, type=json_type, title=title, description=description, section=section,
+        # The form sends an empty optional text field as null: allow it, and the run spec's default applies.
+        schema_type = ["null", json_type] if json_type == "string" and default == "" else json_type
+        params[name] = Param(default, type=schema_type, title=title, description=description, section=section,
                              **extra)
     return params

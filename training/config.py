@@ -138,6 +138,9 @@ class RunSpec:
         converted = {name: _convert(name, known[name].type, value) for name, value in values.items()}
         return cls(**converted)
 
+    def with_changes(self, **changes: Any) -> RunSpec:
+        return dataclasses.replace(self, **changes)
+
     def to_mapping(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -28,11 +28,19 @@ BASELINE_KEYS = ("epochs", "batch_size_per_worker", "learning_rate", "warmup_epo
                  "evaluations_per_epoch")
 
 
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (``sqlite:////abs/path`` is absolute), else None."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    return Path(tracking_uri[len("sqlite:///") :]).resolve()
+
+
 def client(tracking_uri: str) -> MlflowClient:
     import mlflow
 
-    if tracking_uri.startswith("sqlite:///"):
-        Path(urlparse(tracking_uri).path).parent.mkdir(parents=True, exist_ok=True)
+    database = sqlite_path(tracking_uri)
+    if database is not None:
+        database.parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(tracking_uri)
     return mlflow.MlflowClient(tracking_uri)
 
@@ -43,8 +51,9 @@ def experiment_id(mlflow_client: MlflowClient, workload: str, tracking_uri: str)
     if experiment is not None:
         return experiment.experiment_id
     artifact_location = None
-    if tracking_uri.startswith("sqlite:///"):
-        artifact_location = (Path(urlparse(tracking_uri).path).parent / "artifacts" / workload).as_uri()
+    database = sqlite_path(tracking_uri)
+    if database is not None:
+        artifact_location = (database.parent / "artifacts" / workload).as_uri()
     elif not urlparse(tracking_uri).scheme.startswith("http"):
         artifact_location = (REPO_ROOT / "var" / "mlflow" / "artifacts" / workload).as_uri()
     try:

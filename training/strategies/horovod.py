@@ -31,6 +31,22 @@ def threads_per_worker(spec: RunSpec, cores_per_node: int) -> int:
     return max(1, cores_per_node // spec.workers_per_node)
 
 
+def training_dataset(images: Any, labels: Any, batch_size: int, seed: int) -> Any:
+    """An endless, reshuffled stream of (scaled images, labels) batches from in-memory arrays."""
+    import tensorflow as tf
+
+    from training.strategies.evaluation_clock import scale_pixels
+
+    return (
+        tf.data.Dataset.from_tensor_slices((images, labels))
+        .shuffle(min(SHUFFLE_BUFFER, len(labels)), seed=seed, reshuffle_each_iteration=True)
+        .repeat()
+        .batch(batch_size, drop_remainder=True)
+        .map(lambda x, y: (scale_pixels(x), y), num_parallel_calls=1)
+        .prefetch(2)
+    )
+
+
 def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run_uri: str,
                cores_per_node: int) -> dict[str, Any] | None:
     """The function every Horovod rank runs; rank 0 returns what it measured, the others their weights' digest."""
@@ -41,7 +57,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
 
     from training.config import RunSpec
     from training.strategies.checkpoints import CheckpointStore, save_model
-    from training.strategies.evaluation_clock import EvaluationClock, scale_pixels
+    from training.strategies.evaluation_clock import EvaluationClock
     from training.workloads import get_workload
 
     spec = RunSpec.from_mapping(spec_mapping)
@@ -64,14 +80,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     if steps_per_epoch < 1:
         raise ValueError(f"shard of {shortest_shard} examples is smaller than one batch of "
                          f"{spec.batch_size_per_worker} × backward_passes_per_step {spec.backward_passes_per_step}")
-    dataset = (
-        tf.data.Dataset.from_tensor_slices((images, labels))
-        .shuffle(min(SHUFFLE_BUFFER, len(labels)), seed=spec.seed + rank, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(spec.batch_size_per_worker, drop_remainder=True)
-        .map(lambda x, y: (scale_pixels(x), y), num_parallel_calls=1)
-        .prefetch(2)
-    )
+    dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + rank)
 
     model = workload.build_model()
     scaled_learning_rate = spec.learning_rate * size  # Horovod: scale the learning rate by the workers

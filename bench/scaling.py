@@ -1,0 +1,186 @@
+"""Training scaling on this machine, measured side by side in one run on the same data (full MNIST, k=1 elastic).
+
+Contenders, all with the same model, batch size per process and evaluation schedule:
+  horovod 1x1        Horovod on Spark, 1 worker × 1 thread (the speedup baseline)
+  horovod 1x2        Horovod on Spark, 2 workers × 1 thread each
+  keras 2 threads    plain Keras in one process using both cores: what a user would run instead
+  ceiling            2 independent 1-thread processes, no communication at all: the most 2 workers can get here
+
+Printed: samples/s (median over epochs after the first, whose graph tracing is not training), its fraction of the
+ceiling, seconds to the target test accuracy on the training clock (evaluations excluded; 4 evaluations per
+epoch), and final test accuracy. Then a throughput sweep of the communication knobs (batch size, fp16 gradient
+compression, local gradient accumulation) for Horovod 1x2 against the ceiling at the same batch size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BENCH_ROOT = REPO_ROOT / "var" / "bench"
+
+
+def median_throughput(epochs: list[dict[str, float]]) -> float:
+    steady = epochs[1:] or epochs
+    return statistics.median(row["samples_per_second"] for row in steady)
+
+
+def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, workers: int) -> dict[str, Any]:
+    """Plain Keras, no distribution: one process, ``threads`` intra-op threads, shard ``rank`` of ``workers``."""
+    import numpy as np
+    import tensorflow as tf
+
+    from training.config import RunSpec
+    from training.strategies.evaluation_clock import EvaluationClock
+    from training.strategies.horovod import training_dataset
+    from training.workloads import get_workload
+
+    spec = RunSpec.from_mapping(spec_mapping)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.keras.utils.set_random_seed(spec.seed)
+    tf.get_logger().setLevel("ERROR")
+    workload = get_workload(spec.workload)
+    images, labels = workload.load_shard(spec.shards_uri(), rank, workers)
+    test_images, test_labels = workload.load_test(spec.augmented_uri())
+    steps_per_epoch = len(labels) // spec.batch_size_per_worker
+    model = workload.build_model()
+    model.compile(optimizer=workload.make_optimizer(spec.learning_rate), loss=workload.make_loss(),
+                  metrics=["accuracy"])
+    clock = EvaluationClock(test_images, test_labels, spec.evaluations_per_epoch, steps_per_epoch,
+                            spec.target_accuracy, combine=lambda counts: counts)
+    epochs: list[dict[str, float]] = []
+
+    class Recorder(tf.keras.callbacks.Callback):
+        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+            seconds = float(logs["epoch_seconds"])
+            epochs.append({"epoch": epoch + 1, "val_accuracy": float(logs["val_accuracy"]), "epoch_seconds": seconds,
+                           "samples_per_second": steps_per_epoch * spec.batch_size_per_worker / seconds})
+
+    model.fit(training_dataset(images, labels, spec.batch_size_per_worker, spec.seed), epochs=spec.epochs,
+              steps_per_epoch=steps_per_epoch, callbacks=[clock, Recorder()], verbose=0)
+    return {"epochs": epochs, "evaluations": clock.evaluations, "time_to_target_seconds": clock.time_to_target_seconds,
+            "final_accuracy": float(np.asarray(epochs[-1]["val_accuracy"]))}
+
+
+def ceiling(spec_mapping: dict[str, Any]) -> dict[str, Any]:
+    """Two 1-thread processes at once, each on its own half of the data, never talking: summed samples/s."""
+    command = [sys.executable, __file__, "--single-process", json.dumps(spec_mapping), "--threads", "1",
+               "--workers", "2"]
+    processes = [subprocess.Popen([*command, "--rank", str(rank)], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}) for rank in (0, 1)]
+    outputs = [json.loads(process.communicate()[0].strip().splitlines()[-1]) for process in processes]
+    return {"samples_per_second": sum(median_throughput(output["epochs"]) for output in outputs), "runs": outputs}
+
+
+def prepare(spec, spark) -> None:
+    from training.datasets import mnist
+    from training.jobs.augment import augment_dataset
+    from training.jobs.shard import shard_dataset
+
+    mnist.ingest(spec.data_source, spec.raw_uri())
+    augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, seed=spec.seed)
+    for workers in (1, 2):
+        shards = spec.with_changes(workers_per_node=workers).shards_uri()
+        shard_dataset(spark, spec.augmented_uri(), shards, workers, spec.seed)
+
+
+def horovod(spec, spark, run_name: str) -> dict[str, Any]:
+    import shutil
+
+    from training import storage
+    from training.strategies.horovod import HorovodStrategy
+
+    spec = spec.with_changes(run_name=run_name)
+    shutil.rmtree(storage.resolve(spec.run_uri()).path, ignore_errors=True)  # measure training, never a resume
+    result = HorovodStrategy().train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(), spark)
+    return {"epochs": result.epochs, "time_to_target_seconds": result.time_to_target_seconds,
+            "final_accuracy": result.epochs[-1]["val_accuracy"], "wall_seconds": result.wall_seconds}
+
+
+def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:
+    rate = measured.get("samples_per_second") or median_throughput(measured["epochs"])
+    target = measured.get("time_to_target_seconds")
+    accuracy = measured.get("final_accuracy")
+    return (f"| {name:<24} | {rate:>9,.0f} | {rate / ceiling_rate:>7.0%} | "
+            f"{f'{target:,.1f}' if target else 'not reached':>12} | "
+            f"{f'{100 * accuracy:.2f} %' if accuracy is not None else '–':>9} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--epochs", type=int, default=6, help="epochs for the time-to-target runs (default 6)")
+    parser.add_argument("--batch", type=int, default=128, help="batch size per process (default 128)")
+    parser.add_argument("--target", type=float, default=0.99, help="target test accuracy (default 0.99)")
+    parser.add_argument("--sweep-epochs", type=int, default=2, help="epochs per knob-sweep run (default 2)")
+    parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument("--single-process", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.single_process:  # a child of this benchmark: one plain Keras process, result as JSON on stdout
+        print(json.dumps(single_process(json.loads(args.single_process), args.threads, args.rank, args.workers)))
+        return
+
+    os.environ.setdefault("CLOUDBURST_SPARK_UI", "false")
+    from training.config import RunSpec
+    from training.console import configure_logging
+    from training.jobs.spark_session import spark_session
+
+    configure_logging()
+    base = RunSpec(epochs=args.epochs, batch_size_per_worker=args.batch, target_accuracy=args.target,
+                   threads_per_worker=1, data_root=str(BENCH_ROOT / "data"), augment_copies=1)
+    spark = spark_session("cloudburst-bench-scaling", "local[2]")
+    prepare(base, spark)
+    started = time.perf_counter()
+    results: dict[str, dict[str, Any]] = {}
+    print(f"measuring: batch {args.batch} per process, {args.epochs} epochs over 120,000 images, target "
+          f"{args.target:.1%}", flush=True)
+    results["ceiling (2 × 1 thread)"] = ceiling(base.with_changes(workers_per_node=2, epochs=2).to_mapping())
+    results["horovod 1x1"] = horovod(base.with_changes(workers_per_node=1), spark, "bench-1x1")
+    results["horovod 1x2"] = horovod(base.with_changes(workers_per_node=2), spark, "bench-1x2")
+    results["keras, 1 process, 2 thr"] = single_process(base.with_changes(workers_per_node=1).to_mapping(), 2, 0, 1)
+    ceiling_rate = results["ceiling (2 × 1 thread)"]["samples_per_second"]
+
+    elapsed = time.perf_counter() - started
+    print(f"\n## Scaling, batch {args.batch} per process (measured in one run, {elapsed:.0f} s)\n")
+    print(f"| {'configuration':<24} | samples/s | ceiling | s to {args.target:.1%} | final acc |")
+    print(f"|{'-' * 26}|-----------|---------|--------------|-----------|")
+    for name, measured in results.items():
+        print(row(name, measured, ceiling_rate))
+    one, two = results["horovod 1x1"], results["horovod 1x2"]
+    if one["time_to_target_seconds"] and two["time_to_target_seconds"]:
+        ratio = one["time_to_target_seconds"] / two["time_to_target_seconds"]
+        print(f"\ntime-to-{args.target:.1%}: 1x2 is {ratio:.2f}x faster than 1x1 (target ≥ 1.5x)")
+    print(f"throughput: 1x2 reaches {median_throughput(two['epochs']) / ceiling_rate:.0%} of the ceiling "
+          f"(target ≥ 90 %); 1x2 over 1x1: {median_throughput(two['epochs']) / median_throughput(one['epochs']):.2f}x")
+
+    if args.skip_sweep:
+        return
+    print(f"\n## Communication knobs, Horovod 1x2 throughput ({args.sweep_epochs} epochs each)\n")
+    print("| batch/worker | fp16 | backward passes/step | samples/s | ceiling at that batch | fraction |")
+    print("|---|---|---|---|---|---|")
+    sweep = [(64, False, 1), (128, False, 1), (256, False, 1), (128, True, 1), (128, False, 4), (256, True, 4)]
+    ceilings: dict[int, float] = {args.batch: ceiling_rate}
+    for batch, fp16, passes in sweep:
+        spec = base.with_changes(workers_per_node=2).with_changes(epochs=args.sweep_epochs, batch_size_per_worker=batch,
+                                                    fp16_compression=fp16, backward_passes_per_step=passes)
+        if batch not in ceilings:
+            ceilings[batch] = ceiling(spec.with_changes(epochs=2).to_mapping())["samples_per_second"]
+        rate = median_throughput(horovod(spec, spark, f"bench-sweep-{batch}-{fp16}-{passes}")["epochs"])
+        print(f"| {batch} | {'yes' if fp16 else 'no'} | {passes} | {rate:,.0f} | {ceilings[batch]:,.0f} | "
+              f"{rate / ceilings[batch]:.0%} |", flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

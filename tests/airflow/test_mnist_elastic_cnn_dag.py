@@ -1,0 +1,117 @@
+"""The mnist_elastic_cnn DAG: it loads, its form explains itself, bad settings stop it early, and a real run on a
+small slice of MNIST ends with everything in MLflow."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.config import REPO_ROOT, RunSpec, RunSpecError
+
+DAG_ID = "mnist_elastic_cnn"
+PIPELINE = ["validate_run", "ingest", "augment", "shard", "train", "evaluate"]
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.dags[DAG_ID]
+
+
+def test_the_dag_loads_and_chains_the_pipeline_in_order(dag):
+    for upstream, downstream in zip(PIPELINE, PIPELINE[1:], strict=False):
+        assert dag.get_task(upstream).downstream_task_ids == {downstream}
+    assert set(dag.task_ids) == set(PIPELINE)
+    assert dag.schedule is None or str(dag.timetable.summary) == "None"
+    spark_tasks = {task.task_id for task in dag.tasks if type(task).__name__ == "CloudburstSparkJobOperator"}
+    assert spark_tasks == {"augment", "shard", "train"}
+    assert [outlet.name for outlet in dag.get_task("augment").outlets] == ["mnist_elastic"]
+
+
+def test_every_param_is_typed_titled_described_and_defaults_to_the_run_spec(dag):
+    defaults = RunSpec()
+    for name in dag.params:
+        param = dag.params.get_param(name)
+        schema = param.schema
+        assert schema.get("type"), name
+        if param.value == "":
+            assert "null" in schema["type"], f"{name}: an empty form field is sent as null"
+        assert schema.get("title"), name
+        assert param.description, name
+        if name != "run_name":
+            assert param.value == getattr(defaults, name), name
+    assert set(dag.params) == set(RunSpec.__dataclass_fields__) - {"workload"}
+    assert dag.params.get_param("strategy").schema["enum"] == ["horovod"]
+
+
+def context_for(**params):
+    from cloudburst_params import run_params
+
+    values = {name: param.value for name, param in run_params().items()}
+    return {"params": {**values, **params}, "run_id": "manual__2026-11-30T10:00:00+00:00"}
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"workers_per_node": 0}, "workers_per_node=0"),
+        ({"strategy": "parameter-server"}, "strategy='parameter-server'"),
+        ({"data_source": "/nonexistent/mnist"}, "data_source='/nonexistent/mnist': no such directory"),
+        ({"existing_shards": "missing"}, "no complete dataset"),
+    ],
+)
+def test_bad_settings_are_rejected_by_the_first_task_before_any_spark_job(params, message):
+    from cloudburst_operators import validate_run
+
+    with pytest.raises((RunSpecError, ValueError), match=message):
+        validate_run(DAG_ID, **context_for(**params))
+
+
+def test_more_workers_than_existing_shards_is_rejected_before_spark(tmp_path):
+    from cloudburst_operators import validate_run
+
+    from training import storage
+
+    shards = str(tmp_path / "shards")
+    storage.publish(shards, "image-shards", {}, lambda staging: {"num_shards": 2})
+    with pytest.raises(RunSpecError, match="4 workers but the dataset has 2 shards"):
+        validate_run(DAG_ID, **context_for(nodes=2, workers_per_node=2, existing_shards=shards))
+
+
+def test_a_trigger_with_an_out_of_range_param_never_starts(dag, tmp_path):
+    with pytest.raises(Exception, match="workers_per_node") as raised:  # noqa: PT011 - Airflow's own error types
+        dag.test(run_conf={"workers_per_node": 0, "data_root": str(tmp_path)})
+    assert "minimum" in str(raised.value) or "0 is less than" in str(raised.value)
+    assert not any(tmp_path.iterdir()), "a task ran although the trigger was invalid"
+
+
+def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_mlflow(dag, tmp_path):
+    import mlflow
+
+    tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    conf = {"train_limit": 2000, "test_limit": 500, "epochs": 1, "batch_size_per_worker": 64,
+            "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
+    dag_run = dag.test(run_conf=conf)
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert states == {task_id: "success" for task_id in PIPELINE}, states
+
+    client = mlflow.MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(DAG_ID)
+    [run] = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    assert (params["workload"], params["strategy"], params["workers_per_node"], params["total_workers"]) == (
+        DAG_ID, "horovod", "2", "2")
+    assert params["train_limit"] == "2000"
+    assert len(params["data_version"]) == 12
+    metrics = run.data.metrics
+    assert 0.5 < metrics["test_accuracy"] <= 1.0
+    assert metrics["wall_seconds"] > 0
+    assert {f"test_accuracy_class_{label}" for label in range(10)} <= set(metrics)
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "samples_per_second")] == [1]
+    assert run.data.tags["config"] == "1x2"
+    artifacts = {item.path for item in client.list_artifacts(run.info.run_id)}
+    assert {"learning_curves.png", "confusion_matrix.png", "shard_manifest.json", "run_spec.json"} <= artifacts
+    assert client.search_logged_models([experiment.experiment_id]), "the model was not logged"
