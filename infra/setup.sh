@@ -14,6 +14,12 @@ only="${1:-all}"   # all | training | airflow
 
 log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
+# pip, minus one warning per package about index folders that this machine's global pip.conf names but lacks.
+pip_quietly() {
+  local pip="$1"; shift
+  "$pip" "$@" 2> >(grep -v "^WARNING: Location 'file:///opt/" >&2)
+}
+
 install_debian_packages() {
   local wanted=(libkrb5-dev openjdk-17-jre-headless g++ cmake make procps)
   local missing=()
@@ -36,7 +42,7 @@ ensure_venv() {
   if [ ! -x "$venv/bin/python" ]; then
     log "creating $venv"
     "$python_bin" -m venv "$venv"
-    "$venv/bin/pip" install -q --upgrade 'pip==24.2' 'setuptools==70.3.0' 'wheel==0.44.0'
+    pip_quietly "$venv/bin/pip" install -q --upgrade 'pip==24.2' 'setuptools==70.3.0' 'wheel==0.44.0'
   fi
 }
 
@@ -50,15 +56,16 @@ build_training_env() {
   fi
   ensure_venv "$venv"
   log "installing training requirements (TensorFlow, pyspark 3.5, MLflow) — a few minutes when cold"
-  "$venv/bin/pip" install -q -r "$requirements_dir/training.txt" -c "$requirements_dir/training-constraints.txt"
+  pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/training.txt" \
+    -c "$requirements_dir/training-constraints.txt"
   if ! "$venv/bin/python" -c 'import horovod.tensorflow' 2>/dev/null; then
     log "installing Horovod with TensorFlow + Gloo (compiles ~4 min the first time; pip's wheel cache keeps the result)"
   fi
   HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
   HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 MAKEFLAGS="-j$(nproc)" \
-    "$venv/bin/pip" install -q --no-build-isolation -r "$requirements_dir/horovod.txt" \
+    pip_quietly "$venv/bin/pip" install -q --no-build-isolation -r "$requirements_dir/horovod.txt" \
       -c "$requirements_dir/training-constraints.txt"
-  "$venv/bin/pip" install -q --no-deps -e "$repo_root"
+  pip_quietly "$venv/bin/pip" install -q --no-deps -e "$repo_root"
   "$venv/bin/pip" check
   echo "$stamp" > "$venv/.cloudburst-stamp"
   log "training environment ready"
@@ -73,9 +80,9 @@ build_airflow_env() {
   fi
   ensure_venv "$venv"
   log "installing Airflow requirements — a few minutes when cold"
-  "$venv/bin/pip" install -q -r "$requirements_dir/airflow.txt"
+  pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/airflow.txt"
   # Only the light modules (run specification, storage) are imported by DAGs; heavy ones load inside tasks.
-  "$venv/bin/pip" install -q --no-deps -e "$repo_root"
+  pip_quietly "$venv/bin/pip" install -q --no-deps -e "$repo_root"
   "$venv/bin/pip" check
   echo "$stamp" > "$venv/.cloudburst-stamp"
   log "airflow environment ready"

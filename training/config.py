@@ -152,7 +152,8 @@ class RunSpec:
         args: list[str] = []
         for field in fields(self):
             value = getattr(self, field.name)
-            args += [f"--{field.name.replace('_', '-')}", _format(value)]
+            if value != "":  # an empty text setting is its default; leaving it out keeps shell-split lines intact
+                args += [f"--{field.name.replace('_', '-')}", _format(value)]
         return args
 
     @classmethod

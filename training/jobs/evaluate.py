@@ -13,8 +13,6 @@ import json
 import logging
 from typing import Any
 
-import numpy as np
-
 from training import storage, tracking
 from training.config import RunSpec, RunSpecError
 from training.console import configure_logging
@@ -22,7 +20,7 @@ from training.evaluation.classification import accuracy, confusion_matrix, per_c
 from training.evaluation.figures import confusion_matrix_png
 from training.jobs.train import RESULT_FILE
 from training.strategies.checkpoints import load_model
-from training.strategies.evaluation_clock import scale_pixels
+from training.strategies.evaluation_clock import predicted_classes
 from training.workloads import get_workload
 
 log = logging.getLogger(__name__)
@@ -44,8 +42,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     workload = get_workload(spec.workload)
     images, labels = workload.load_test(spec.augmented_uri())
     model = load_model(record["result"]["model_uri"])
-    logits = model.predict(scale_pixels(images), batch_size=2000, verbose=0)
-    confusion = confusion_matrix(labels, np.argmax(logits, axis=1), workload.num_classes)
+    confusion = confusion_matrix(labels, predicted_classes(model, images), workload.num_classes)
     per_class = per_class_accuracy(confusion)
     metrics = {"test_accuracy": accuracy(confusion)}
     metrics.update({f"test_accuracy_class_{label}": float(value) for label, value in enumerate(per_class)})

@@ -12,12 +12,15 @@ import tensorflow as tf
 EVALUATION_BATCH = 2000
 
 
+def predicted_classes(model: tf.keras.Model, images: np.ndarray) -> np.ndarray:
+    """Class predictions in plain batched calls: no tf.data iterator to build and tear down each time."""
+    predictions = [np.argmax(model(scale_pixels(images[start : start + EVALUATION_BATCH]), training=False), axis=1)
+                   for start in range(0, len(images), EVALUATION_BATCH)]
+    return np.concatenate(predictions) if predictions else np.empty(0, np.int64)
+
+
 def correct_predictions(model: tf.keras.Model, images: np.ndarray, labels: np.ndarray) -> int:
-    correct = 0
-    for start in range(0, len(images), EVALUATION_BATCH):
-        logits = model(scale_pixels(images[start : start + EVALUATION_BATCH]), training=False)
-        correct += int(np.sum(np.argmax(logits, axis=1) == labels[start : start + EVALUATION_BATCH]))
-    return correct
+    return int(np.sum(predicted_classes(model, images) == labels))
 
 
 def scale_pixels(images: np.ndarray | tf.Tensor) -> tf.Tensor:
