@@ -86,7 +86,7 @@ def prepare(spec, spark) -> None:
     from training.jobs.augment import augment_dataset
     from training.jobs.shard import shard_dataset
 
-    mnist.ingest(spec.data_source, spec.raw_uri())
+    mnist.ingest(spec.data_source, spec.raw_uri(), train_limit=spec.train_limit)
     augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, seed=spec.seed)
     for workers in (1, 2):
         shards = spec.with_changes(workers_per_node=workers).shards_uri()
@@ -122,6 +122,7 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.99, help="target test accuracy (default 0.99)")
     parser.add_argument("--sweep-epochs", type=int, default=2, help="epochs per knob-sweep run (default 2)")
     parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument("--train-limit", type=int, default=0, help="first N training images only (smoke tests)")
     parser.add_argument("--single-process", help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
@@ -132,18 +133,23 @@ def main() -> None:
         return
 
     os.environ.setdefault("CLOUDBURST_SPARK_UI", "false")
+    os.environ.setdefault("CLOUDBURST_SPARK_PROGRESS", "false")  # progress bars would interleave with the tables
     from training.config import RunSpec
     from training.console import configure_logging
     from training.jobs.spark_session import spark_session
 
     configure_logging()
     base = RunSpec(epochs=args.epochs, batch_size_per_worker=args.batch, target_accuracy=args.target,
-                   threads_per_worker=1, data_root=str(BENCH_ROOT / "data"), augment_copies=1)
+                   threads_per_worker=1, data_root=str(BENCH_ROOT / "data"), augment_copies=1,
+                   train_limit=args.train_limit)
     spark = spark_session("cloudburst-bench-scaling", "local[2]")
     prepare(base, spark)
     started = time.perf_counter()
     results: dict[str, dict[str, Any]] = {}
-    print(f"measuring: batch {args.batch} per process, {args.epochs} epochs over 120,000 images, target "
+    from training import storage
+
+    train_rows = storage.require_manifest(base.augmented_uri())["splits"]["train"]["rows"]
+    print(f"measuring: batch {args.batch} per process, {args.epochs} epochs over {train_rows:,} images, target "
           f"{args.target:.1%}", flush=True)
     results["ceiling (2 × 1 thread)"] = ceiling(base.with_changes(workers_per_node=2, epochs=2).to_mapping())
     results["horovod 1x1"] = horovod(base.with_changes(workers_per_node=1), spark, "bench-1x1")

@@ -35,7 +35,7 @@ class RunSpec:
     strategy: str = "horovod"
     nodes: int = 1
     workers_per_node: int = 2
-    epochs: int = 4
+    epochs: int = 5
     batch_size_per_worker: int = 128
     learning_rate: float = 0.001
     warmup_epochs: int = 1

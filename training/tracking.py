@@ -139,8 +139,8 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
 
 
 def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifacts: dict[str, bytes],
-                   model: Any | None = None) -> None:
-    """Add test metrics, figures and the model to the run; mark it finished."""
+                   model: Any | None = None, example_inputs: Any | None = None) -> None:
+    """Add test metrics, figures and the model (with its input/output signature) to the run; mark it finished."""
     import mlflow
 
     mlflow_client = client(spec.resolved_tracking_uri())
@@ -150,7 +150,11 @@ def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifa
     if model is not None:
         with mlflow.start_run(run_id=run_id):
             # Explicit requirements: inferring them would load the model again in a subprocess (slow).
-            mlflow.tensorflow.log_model(model, name="model", pip_requirements=["tensorflow-cpu==2.15.1"])
+            signature = None
+            if example_inputs is not None:
+                signature = mlflow.models.infer_signature(example_inputs, model(example_inputs).numpy())
+            mlflow.tensorflow.log_model(model, name="model", signature=signature,
+                                        pip_requirements=["tensorflow-cpu==2.15.1"])
     mlflow_client.set_terminated(run_id, "FINISHED")
 
 

@@ -20,7 +20,7 @@ from training.evaluation.classification import accuracy, confusion_matrix, per_c
 from training.evaluation.figures import confusion_matrix_png
 from training.jobs.train import RESULT_FILE
 from training.strategies.checkpoints import load_model
-from training.strategies.evaluation_clock import predicted_classes
+from training.strategies.evaluation_clock import predicted_classes, scale_pixels
 from training.workloads import get_workload
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
         {"confusion_matrix.png": figure,
          "confusion_matrix.json": json.dumps(confusion.tolist()).encode()},
         model=model,
+        example_inputs=scale_pixels(images[:4]).numpy(),
     )
     evaluation = {"mlflow_run_id": record["mlflow_run_id"], "metrics": metrics,
                   "wall_seconds": record["result"]["wall_seconds"],

@@ -33,7 +33,7 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "4096")
         .config("spark.sql.shuffle.partitions", os.environ.get("CLOUDBURST_SPARK_SHUFFLE_PARTITIONS", "8"))
         .config("spark.ui.enabled", os.environ.get("CLOUDBURST_SPARK_UI", "true"))
-        .config("spark.ui.showConsoleProgress", "true")
+        .config("spark.ui.showConsoleProgress", os.environ.get("CLOUDBURST_SPARK_PROGRESS", "true"))
     )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("CLOUDBURST_SPARK_LOG_LEVEL", "WARN"))
