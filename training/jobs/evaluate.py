@@ -67,7 +67,8 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
 def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
     """The few lines a user wants at the end of a run."""
     mlflow_client = tracking.client(spec.resolved_tracking_uri())
-    metrics = mlflow_client.get_run(evaluation["mlflow_run_id"]).data.metrics
+    run = mlflow_client.get_run(evaluation["mlflow_run_id"])
+    metrics, tags = run.data.metrics, run.data.tags
     target = evaluation.get("time_to_target_seconds")
     lines = [
         f"workload {spec.workload}, strategy {spec.strategy}, {spec.config} "
@@ -78,8 +79,11 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
            f"  ({spec.target_accuracy:.1%} not reached)"),
     ]
     if "speedup" in metrics and spec.total_workers > 1:
-        lines.append(f"speedup           {metrics['speedup']:.2f}x over 1 worker "
-                     f"(scaling efficiency {metrics['scaling_efficiency']:.0%})")
+        baseline_tags = mlflow_client.get_run(tags["baseline_run_id"]).data.tags
+        lines.append(f"speedup           {metrics['speedup']:.2f}x over 1 worker × "
+                     f"{baseline_tags.get('threads_per_worker', '?')} threads, this run {spec.total_workers} × "
+                     f"{tags.get('threads_per_worker', '?')} (scaling efficiency {metrics['scaling_efficiency']:.0%}; "
+                     f"time to target {metrics.get('time_to_target_speedup', float('nan')):.2f}x)")
     else:
         lines.append("speedup           no comparable 1-worker run yet (run once with nodes=1, workers_per_node=1)")
     lines.append(f"MLflow run        {evaluation['mlflow_run_id']} in experiment {spec.workload} "
