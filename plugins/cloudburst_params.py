@@ -41,7 +41,9 @@ PARAM_DOCS: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
                          "is cut into that many shards. Each worker gets the node's cores ÷ workers per node "
                          "TensorFlow threads.", {"minimum": 1, "maximum": 64}),
     "strategy": ("string", TRAINING, "Strategy",
-                 "How workers combine their work. horovod: synchronous ring all-reduce (Horovod on Spark, Gloo).",
+                 "How workers combine their work. horovod: synchronous ring all-reduce of gradients every step "
+                 "(Horovod on Spark, Gloo). averaging: MapReduce model averaging, evaluations_per_epoch rounds per "
+                 "epoch of local training, weights averaged by examples seen.",
                  {"enum": list(STRATEGIES)}),
     "epochs": ("integer", TRAINING, "Epochs", "Passes over the (augmented) training set.", {"minimum": 1}),
     "batch_size_per_worker": ("integer", TRAINING, "Batch size per worker",

@@ -10,25 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
+from pipeline_data import prepare_datasets
 
 from training import storage
 from training.config import RunSpec
-from training.datasets import mnist
-from training.jobs.augment import augment_dataset
-from training.jobs.shard import shard_dataset
 from training.jobs.train import RESULT_FILE, train_run
 from training.strategies.checkpoints import CheckpointStore
 from training.strategies.horovod import HorovodStrategy
 
 pytestmark = pytest.mark.spark
-
-
-def prepare_datasets(spark, spec: RunSpec) -> None:
-    """The data half of the pipeline for ``spec``, exactly as the DAG runs it."""
-    mnist.ingest(spec.data_source, spec.raw_uri(), train_limit=spec.train_limit, test_limit=spec.test_limit)
-    augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha, spec.sigma,
-                    spec.seed)
-    shard_dataset(spark, spec.augmented_uri(), spec.shards_uri(), spec.total_workers, spec.seed)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from typing import Any
 from training import dataset_names
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-STRATEGIES = ("horovod",)
+STRATEGIES = ("horovod", "averaging")
 WORKLOADS = ("mnist_elastic_cnn",)
 VENDORED_MNIST = str(REPO_ROOT / "data" / "mnist")
 

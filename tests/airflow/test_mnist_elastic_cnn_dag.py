@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.config import REPO_ROOT, RunSpec, RunSpecError
+from training.config import REPO_ROOT, STRATEGIES, RunSpec, RunSpecError
 
 DAG_ID = "mnist_elastic_cnn"
 PIPELINE = ["validate_run", "ingest", "augment", "shard", "train", "evaluate"]
@@ -43,7 +43,7 @@ def test_every_param_is_typed_titled_described_and_defaults_to_the_run_spec(dag)
         if name != "run_name":
             assert param.value == getattr(defaults, name), name
     assert set(dag.params) == set(RunSpec.__dataclass_fields__) - {"workload"}
-    assert dag.params.get_param("strategy").schema["enum"] == ["horovod"]
+    assert dag.params.get_param("strategy").schema["enum"] == list(STRATEGIES)
 
 
 def context_for(**params):
@@ -87,11 +87,12 @@ def test_a_trigger_with_an_out_of_range_param_never_starts(dag, tmp_path):
     assert not any(tmp_path.iterdir()), "a task ran although the trigger was invalid"
 
 
-def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_mlflow(dag, tmp_path):
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_mlflow(dag, tmp_path, strategy):
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    conf = {"train_limit": 2000, "test_limit": 500, "epochs": 1, "batch_size_per_worker": 64,
+    conf = {"train_limit": 2000, "test_limit": 500, "epochs": 1, "batch_size_per_worker": 64, "strategy": strategy,
             "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
     dag_run = dag.test(run_conf=conf)
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
@@ -103,7 +104,7 @@ def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_m
     assert run.info.status == "FINISHED"
     params = run.data.params
     assert (params["workload"], params["strategy"], params["workers_per_node"], params["total_workers"]) == (
-        DAG_ID, "horovod", "2", "2")
+        DAG_ID, strategy, "2", "2")
     assert params["train_limit"] == "2000"
     assert len(params["data_version"]) == 12
     metrics = run.data.metrics

@@ -11,4 +11,8 @@ def get_strategy(name: str) -> Strategy:
         from training.strategies.horovod import HorovodStrategy
 
         return HorovodStrategy()
+    if name == "averaging":
+        from training.strategies.averaging import AveragingStrategy
+
+        return AveragingStrategy()
     raise ValueError(f"unknown strategy {name!r}")

@@ -1,0 +1,15 @@
+"""The data half of the pipeline for a run specification, exactly as the DAG runs it (for training tests)."""
+
+from __future__ import annotations
+
+from training.config import RunSpec
+from training.datasets import mnist
+from training.jobs.augment import augment_dataset
+from training.jobs.shard import shard_dataset
+
+
+def prepare_datasets(spark, spec: RunSpec) -> None:
+    mnist.ingest(spec.data_source, spec.raw_uri(), train_limit=spec.train_limit, test_limit=spec.test_limit)
+    augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha, spec.sigma,
+                    spec.seed)
+    shard_dataset(spark, spec.augmented_uri(), spec.shards_uri(), spec.total_workers, spec.seed)
