@@ -1,0 +1,91 @@
+"""The parameter server's wire format: a fixed binary header, a raw float32 payload and an HMAC-SHA256 tag.
+
+Nothing is unpickled or otherwise deserialised into code: a message is bytes in, (header fields, numpy view)
+out, and every field is checked before the payload is touched. The tag covers header and payload with a secret
+shared by the job, so a process without the secret cannot fetch or push.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import hmac
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+MAGIC = b"CBPS"
+VERSION = 1
+# magic, protocol version, kind, dtype code, shard, worker, clock (server version or worker step), payload bytes
+HEADER = struct.Struct(">4sBBBxHHIQ")
+TAG_BYTES = hashlib.sha256().digest_size
+DTYPES = {1: np.dtype("<f4")}
+FLOAT32 = 1
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+
+
+class Kind(enum.IntEnum):
+    FETCH = 1  # worker → server: send me the shard (no payload)
+    PARAMETERS = 2  # server → worker: the shard's parameters; clock = server version
+    PUSH = 3  # worker → server: accumulated gradient; clock = server version the worker last fetched
+    ACK = 4  # server → worker: update applied; clock = new server version
+    ERROR = 5  # server → worker: rejected (payload: UTF-8 reason)
+    SHUTDOWN = 6  # driver → server: stop serving
+
+
+class ProtocolError(ValueError):
+    """A message failed a check; the text says which."""
+
+
+@dataclass(frozen=True)
+class Message:
+    kind: Kind
+    shard: int
+    worker: int
+    clock: int
+    payload: bytes = b""
+
+    def values(self) -> np.ndarray:
+        """The payload as a read-only float32 array (no copy)."""
+        if len(self.payload) % 4:
+            raise ProtocolError(f"payload of {len(self.payload)} bytes is not whole float32 values")
+        return np.frombuffer(self.payload, dtype=DTYPES[FLOAT32])
+
+
+def encode(message: Message, secret: bytes) -> bytes:
+    header = HEADER.pack(MAGIC, VERSION, int(message.kind), FLOAT32, message.shard, message.worker,
+                         message.clock, len(message.payload))
+    tag = hmac.new(secret, header + message.payload, hashlib.sha256).digest()
+    return header + message.payload + tag
+
+
+def float_payload(values: np.ndarray) -> bytes:
+    return np.ascontiguousarray(values, dtype=DTYPES[FLOAT32]).tobytes()
+
+
+def decode(frame: bytes, secret: bytes, num_shards: int,
+           max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Message:
+    """Check and unpack one message; raises ProtocolError naming the first problem."""
+    if len(frame) < HEADER.size + TAG_BYTES:
+        raise ProtocolError(f"truncated message: {len(frame)} bytes, a header and tag need {HEADER.size + TAG_BYTES}")
+    magic, version, kind, dtype, shard, worker, clock, length = HEADER.unpack_from(frame)
+    if magic != MAGIC:
+        raise ProtocolError(f"bad magic {magic!r}: not a Cloudburst parameter-server message")
+    if version != VERSION:
+        raise ProtocolError(f"protocol version {version}, this server speaks {VERSION}")
+    if kind not in Kind._value2member_map_:
+        raise ProtocolError(f"unknown message kind {kind}")
+    if dtype not in DTYPES:
+        raise ProtocolError(f"unknown dtype code {dtype}")
+    if length > max_payload_bytes:
+        raise ProtocolError(f"payload length {length} exceeds the limit of {max_payload_bytes} bytes")
+    if len(frame) != HEADER.size + length + TAG_BYTES:
+        raise ProtocolError(f"length field says {length} payload bytes, message carries "
+                            f"{len(frame) - HEADER.size - TAG_BYTES}")
+    body, tag = frame[: HEADER.size + length], frame[HEADER.size + length :]
+    if not hmac.compare_digest(tag, hmac.new(secret, body, hashlib.sha256).digest()):
+        raise ProtocolError("authentication failed: wrong secret or altered message")
+    if kind != Kind.SHUTDOWN and not 0 <= shard < num_shards:
+        raise ProtocolError(f"shard {shard} out of range 0..{num_shards - 1}")
+    return Message(Kind(kind), shard, worker, clock, bytes(frame[HEADER.size : HEADER.size + length]))
