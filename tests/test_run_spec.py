@@ -89,3 +89,13 @@ def test_run_names_from_airflow_run_ids_are_valid_directory_names():
     name = run_name_from("manual__2026-11-30T05:35:55.612960+00:00")
     assert name == "manual__2026-11-30T05-35-55.612960-00-00"
     RunSpec(run_name=name).validate()
+
+
+def test_cloudburst_train_rejects_a_bad_setting_before_any_spark_work(caplog, tmp_path):
+    from training import cli
+
+    assert cli.main(["train", "--workers-per-node", "0", "--data-root", str(tmp_path)]) == 2
+    assert "workers_per_node=0: must be ≥ 1" in caplog.text
+    assert cli.main(["train", "--data-root", str(tmp_path)]) == 2  # valid settings, but nothing sharded yet
+    assert "no complete dataset" in caplog.text
+    assert not any(tmp_path.iterdir())

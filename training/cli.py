@@ -1,9 +1,11 @@
-"""``cloudburst``: the command line for Cloudburst's data pipeline.
+"""cloudburst: the command line for Cloudburst's pipeline steps.
 
     cloudburst ingest mnist       validate the MNIST IDX files and publish them as Parquet
     cloudburst augment            add elastic deformations of every training image (Spark job)
     cloudburst shard              split the training set into N stratified shards (Spark job)
     cloudburst preview            write a PNG of originals beside their deformations
+    cloudburst train              train on the shards with a strategy, record the run in MLflow (Spark job)
+    cloudburst evaluate           test a trained run, add accuracy, figures and the model to its MLflow run
 
 Datasets are URIs: a local path, file:///…, or hdfs://namenode:8020/…; the default root is ./var/datasets
 (override with CLOUDBURST_DATA_ROOT). Every step publishes atomically and re-running it is a no-op.
@@ -57,6 +59,23 @@ def _preview(args: argparse.Namespace) -> None:
     originals = type(batch)(*(column[: args.rows] for column in (batch.images, batch.labels, batch.index, batch.copy)))
     Path(args.out).write_bytes(deformation_grid(originals, args.seed, args.alpha, args.sigma, args.columns))
     log.info("wrote %s", args.out)
+
+
+def _train(args: argparse.Namespace) -> None:
+    from training.config import RunSpec
+    from training.jobs.train import check_inputs, train_run, training_session
+
+    spec = RunSpec.from_args(args)
+    check_inputs(spec)  # before the JVM starts
+    train_run(training_session(spec, args.master), spec)
+
+
+def _evaluate(args: argparse.Namespace) -> None:
+    from training.config import RunSpec
+    from training.jobs.evaluate import evaluate_run, summary
+
+    spec = RunSpec.from_args(args)
+    print(summary(spec, evaluate_run(spec)), flush=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -115,6 +134,22 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--sigma", type=float, default=elastic.DEFAULT_SIGMA, help="σ (default: %(default)s)")
     preview.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
     preview.set_defaults(handler=_preview)
+
+    from training.config import RunSpec
+
+    train = commands.add_parser(
+        "train", help="train with a strategy on the shards and record the run in MLflow (Spark job)",
+        description="Train spec.workload with spec.strategy on nodes × workers-per-node workers, reading the shards "
+                    "that 'cloudburst shard' made for the same settings. Checkpoints every epoch under "
+                    "<data root>/runs/<workload>/<run name>/: re-running resumes, a finished run is a no-op.")
+    RunSpec.add_arguments(train)
+    train.add_argument("--master", default=None, help=spark_help)
+    train.set_defaults(handler=_train)
+    evaluate = commands.add_parser(
+        "evaluate", help="test accuracy, confusion matrix and the model of a trained run → its MLflow run",
+        description="Evaluate the run trained with the same settings (same --run-name) and print a summary.")
+    RunSpec.add_arguments(evaluate)
+    evaluate.set_defaults(handler=_evaluate)
     return parser
 
 

@@ -23,6 +23,112 @@ WORKLOADS = ("mnist_elastic_cnn",)
 VENDORED_MNIST = str(REPO_ROOT / "data" / "mnist")
 
 
+FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CLI help and DAG Params
+    "workload": ("Workload", "What to train; each DAG fixes its own."),
+    "data_source": (
+        "Data source",
+        "A directory holding the four MNIST IDX files (.gz or raw) with an optional SHA256SUMS, or an http(s)"
+        " base URL. Default: the copy vendored in the repository (offline).",
+    ),
+    "train_limit": (
+        "Training images (0 = all)",
+        "Keep only the first N training images: quick runs and tests. 0 uses all 60,000.",
+    ),
+    "test_limit": (
+        "Test images (0 = all)",
+        "Keep only the first N test images.",
+    ),
+    "augment_copies": (
+        "Augmentation copies k",
+        "Elastically deformed copies per training image (originals are kept; the test split is never "
+        "augmented).",
+    ),
+    "alpha": (
+        "α (displacement scale, pixels)",
+        "Scale of the smoothed random displacement field (Simard et al. 2003 use 34).",
+    ),
+    "sigma": (
+        "σ (smoothing, pixels)",
+        "Standard deviation of the Gaussian that smooths the displacement field (Simard et al.: 4).",
+    ),
+    "nodes": (
+        "Nodes",
+        "Machines taking part. In local mode a node is simulated by a group of Spark task slots.",
+    ),
+    "workers_per_node": (
+        "Workers per node",
+        "Training processes on each node; total workers = nodes × workers per node, and the data is cut into "
+        "that many shards. Each worker gets the node's cores ÷ workers per node TensorFlow threads.",
+    ),
+    "strategy": (
+        "Strategy",
+        "How workers combine their work. horovod: synchronous ring all-reduce of gradients every step "
+        "(Horovod on Spark, Gloo). averaging: MapReduce model averaging, evaluations_per_epoch rounds per "
+        "epoch of local training, weights averaged by examples seen.",
+    ),
+    "epochs": (
+        "Epochs",
+        "Passes over the (augmented) training set.",
+    ),
+    "batch_size_per_worker": (
+        "Batch size per worker",
+        "Examples per step on each worker; the global batch is this × total workers. Larger batches talk less"
+        " often and scale better.",
+    ),
+    "learning_rate": (
+        "Learning rate (one worker)",
+        "Adam's learning rate for one worker; Horovod scales it by the number of workers after a warm-up.",
+    ),
+    "warmup_epochs": (
+        "Warm-up epochs",
+        "Epochs over which the learning rate ramps from the one-worker value to the scaled one.",
+    ),
+    "seed": (
+        "Seed",
+        "Seeds augmentation, sharding and weight initialisation.",
+    ),
+    "target_accuracy": (
+        "Target accuracy",
+        "Time-to-target is the training time until the test accuracy first reaches this.",
+    ),
+    "evaluations_per_epoch": (
+        "Evaluations per epoch",
+        "How often test accuracy is measured during training (for time-to-target).",
+    ),
+    "fp16_compression": (
+        "fp16 gradient compression",
+        "Send gradients as float16: half the bytes on the wire.",
+    ),
+    "backward_passes_per_step": (
+        "Backward passes per step",
+        "Accumulate gradients locally over this many batches before each all-reduce.",
+    ),
+    "threads_per_worker": (
+        "Threads per worker (0 = automatic)",
+        "TensorFlow intra-op threads per worker; 0 means the node's cores ÷ workers per node.",
+    ),
+    "existing_shards": (
+        "Existing shards (optional)",
+        "URI of shards made earlier to train on instead of sharding for this run; needs at least one shard "
+        "per worker.",
+    ),
+    "data_root": (
+        "Data root (optional)",
+        "Where datasets and runs live: a path, file:// or hdfs:// URI. Empty: $CLOUDBURST_DATA_ROOT or "
+        "./var/datasets.",
+    ),
+    "tracking_uri": (
+        "MLflow tracking URI (optional)",
+        "Empty: $MLFLOW_TRACKING_URI or SQLite under ./var/mlflow.",
+    ),
+    "run_name": (
+        "Run name (optional)",
+        "Names the run's directory (checkpoints, model). Empty: derived from the DAG run id, so a retried "
+        "task resumes the same run.",
+    ),
+}
+
+
 class RunSpecError(ValueError):
     """A run specification value is invalid; the message names the value and says why."""
 
@@ -160,8 +266,10 @@ class RunSpec:
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
         defaults = cls()
         for field in fields(cls):
+            description = FIELD_DOCS.get(field.name, ("", ""))[1]
+            default = _format(getattr(defaults, field.name)) or "automatic"
             parser.add_argument(f"--{field.name.replace('_', '-')}", dest=field.name, default=None,
-                                help=f"(default: {_format(getattr(defaults, field.name)) or 'automatic'})")
+                                help=f"{description} (default: {default})".replace("%", "%%"))
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunSpec:
