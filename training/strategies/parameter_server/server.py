@@ -1,0 +1,139 @@
+"""The parameter server: S shards, each served by its own thread on its own ZeroMQ socket.
+
+It runs inside the Spark driver. Trade-off: the driver already outlives every worker, owns the checkpoint and
+is the one process whose end the job controls, so there is no server process to start, find or leave hanging
+(the most common complaint about Elephas); the price is that the shards share the driver's CPU and GIL (numpy's
+updates release it). Separate server processes would isolate them, at the cost of managing their lifetimes.
+
+ZeroMQ (pyzmq) carries the messages: it frames them (no hand-written length reassembly), routes many workers
+through one socket per shard, caps message sizes in the transport, and lets every wait time out.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import zmq
+
+from training.strategies.parameter_server import protocol
+from training.strategies.parameter_server.protocol import Kind, Message, ProtocolError
+from training.strategies.parameter_server.shards import ParameterShard, shard_boundaries
+
+log = logging.getLogger(__name__)
+
+POLL_MILLISECONDS = 100
+
+
+@dataclass
+class ServerStatistics:
+    """What crossed the wire; staleness = server versions between a worker's fetch and its push."""
+
+    fetches: int = 0
+    pushes: int = 0
+    rejected: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    staleness: list[int] = field(default_factory=list)
+
+
+class ParameterServer:
+    """Serve ``initial`` (flat float32) split into ``num_shards`` shards; use as a context manager."""
+
+    def __init__(self, initial: np.ndarray, num_shards: int, secret: bytes, optimizer: str = "adagrad",
+                 learning_rate: float = 0.01, host: str = "127.0.0.1") -> None:
+        initial = np.asarray(initial, np.float32).ravel()
+        self.bounds = shard_boundaries(initial.size, num_shards)
+        self.shards = [ParameterShard(initial[start:stop], optimizer, learning_rate) for start, stop in self.bounds]
+        self.secret = secret
+        self.host = host
+        self.addresses: list[str] = []
+        self.statistics = ServerStatistics()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._context = zmq.Context()
+        self._threads: list[threading.Thread] = []
+
+    def __enter__(self) -> ParameterServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> list[str]:
+        ready = []
+        for index in range(len(self.shards)):
+            socket = self._context.socket(zmq.ROUTER)
+            socket.setsockopt(zmq.LINGER, 0)
+            # A frame larger than this shard's parameters plus header and tag is dropped by ZeroMQ itself.
+            socket.setsockopt(zmq.MAXMSGSIZE, self._max_payload(index) + protocol.HEADER.size + 1024)
+            port = socket.bind_to_random_port(f"tcp://{self.host}")
+            self.addresses.append(f"tcp://{self.host}:{port}")
+            ready.append(socket)
+        for index, socket in enumerate(ready):
+            thread = threading.Thread(target=self._serve, args=(index, socket), name=f"ps-shard-{index}",
+                                      daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        log.info("parameter server: %d shards at %s", len(self.shards), ", ".join(self.addresses))
+        return self.addresses
+
+    def stop(self, timeout_seconds: float = 5.0) -> None:
+        """Stop serving, join the threads and release the ports; safe to call twice."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout_seconds)
+        self._threads = []
+        self._context.term()
+
+    def parameters(self) -> np.ndarray:
+        return np.concatenate([shard.snapshot()[0] for shard in self.shards])
+
+    def _max_payload(self, index: int) -> int:
+        start, stop = self.bounds[index]
+        return (stop - start) * 4
+
+    def _serve(self, index: int, socket: zmq.Socket) -> None:
+        shard = self.shards[index]
+        try:
+            while not self._stop.is_set():
+                if not socket.poll(POLL_MILLISECONDS):
+                    continue
+                frames = socket.recv_multipart()
+                # A REQ envelope: routing identity (and request id), an empty delimiter, then one message frame.
+                if b"" not in frames or frames.index(b"") != len(frames) - 2:
+                    continue  # not a request we can answer
+                envelope, frame = frames[:-1], frames[-1]
+                reply = self._handle(index, shard, frame)
+                socket.send_multipart([*envelope, protocol.encode(reply, self.secret)])
+                with self._lock:
+                    self.statistics.bytes_in += len(frame)
+                    self.statistics.bytes_out += len(reply.payload)
+        finally:
+            socket.close(linger=0)
+
+    def _handle(self, index: int, shard: ParameterShard, frame: bytes) -> Message:
+        try:
+            message = protocol.decode(frame, self.secret, len(self.shards), self._max_payload(index))
+            if message.shard != index:
+                raise ProtocolError(f"message for shard {message.shard} sent to shard {index}")
+            if message.kind == Kind.FETCH:
+                parameters, version = shard.snapshot()
+                with self._lock:
+                    self.statistics.fetches += 1
+                return Message(Kind.PARAMETERS, index, message.worker, version, protocol.float_payload(parameters))
+            if message.kind == Kind.PUSH:
+                version = shard.apply(message.values())
+                with self._lock:
+                    self.statistics.pushes += 1
+                    self.statistics.staleness.append(max(0, version - 1 - message.clock))
+                return Message(Kind.ACK, index, message.worker, version)
+            raise ProtocolError(f"a server does not accept {message.kind.name} messages")
+        except (ProtocolError, ValueError) as error:
+            with self._lock:
+                self.statistics.rejected += 1
+            log.warning("parameter shard %d rejected a message: %s", index, error)
+            return Message(Kind.ERROR, index, 0, 0, str(error).encode())
