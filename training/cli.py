@@ -107,23 +107,24 @@ def build_parser() -> argparse.ArgumentParser:
     ingest_mnist.set_defaults(handler=_ingest_mnist)
 
     spark_help = f"Spark master (default: spark-submit's, else $CLOUDBURST_SPARK_MASTER or {DEFAULT_MASTER})"
-    augment_parser = commands.add_parser(
-        "augment", help="elastic deformation of the training images (Spark job)",
-        description="Add --copies Gaussian elastic deformations (Simard et al. 2003) of every training image; "
-                    "originals are kept and the test split is copied unchanged. Deterministic per "
-                    "(seed, example, copy): a re-run writes identical bytes.")
-    augment.add_arguments(augment_parser)
-    augment_parser.add_argument("--master", default=None, help=spark_help)
-    augment_parser.set_defaults(handler=_augment)
 
-    shard_parser = commands.add_parser(
-        "shard", help="stratified, deterministic shards of the training split (Spark job)",
-        description="Deal the training split into N = nodes × workers-per-node shards, stratified by label "
-                    "(per class, shard sizes differ by at most one), shuffled with a seed. Each shard is one "
-                    "Parquet file a worker reads with pyarrow alone.")
-    shard.add_arguments(shard_parser)
-    shard_parser.add_argument("--master", default=None, help=spark_help)
-    shard_parser.set_defaults(handler=_shard)
+    def spark_command(name: str, help_text: str, description: str, add_arguments, handler) -> None:
+        """A subcommand that runs a Spark job: its own arguments plus --master."""
+        command = commands.add_parser(name, help=help_text, description=description)
+        add_arguments(command)
+        command.add_argument("--master", default=None, help=spark_help)
+        command.set_defaults(handler=handler)
+
+    spark_command(
+        "augment", "elastic deformation of the training images (Spark job)",
+        "Add --copies Gaussian elastic deformations (Simard et al. 2003) of every training image; originals are "
+        "kept and the test split is copied unchanged. Deterministic per (seed, example, copy): a re-run writes "
+        "identical bytes.", augment.add_arguments, _augment)
+    spark_command(
+        "shard", "stratified, deterministic shards of the training split (Spark job)",
+        "Deal the training split into N = nodes × workers-per-node shards, stratified by label (per class, shard "
+        "sizes differ by at most one), shuffled with a seed. Each shard is one Parquet file a worker reads with "
+        "pyarrow alone.", shard.add_arguments, _shard)
 
     preview = commands.add_parser("preview", help="PNG grid of originals beside their deformations")
     preview.add_argument("--source", default=augment.default_raw_dataset(), help="image dataset (default: %(default)s)")
@@ -137,14 +138,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from training.config import RunSpec
 
-    train = commands.add_parser(
-        "train", help="train with a strategy on the shards and record the run in MLflow (Spark job)",
-        description="Train spec.workload with spec.strategy on nodes × workers-per-node workers, reading the shards "
-                    "that 'cloudburst shard' made for the same settings. Checkpoints every epoch under "
-                    "<data root>/runs/<workload>/<run name>/: re-running resumes, a finished run is a no-op.")
-    RunSpec.add_arguments(train)
-    train.add_argument("--master", default=None, help=spark_help)
-    train.set_defaults(handler=_train)
+    spark_command(
+        "train", "train with a strategy on the shards and record the run in MLflow (Spark job)",
+        "Train the workload with the strategy on nodes × workers-per-node workers, reading the shards that "
+        "'cloudburst shard' made for the same settings. Checkpoints every epoch under "
+        "<data root>/runs/<workload>/<run name>/: re-running resumes, a finished run is a no-op.",
+        RunSpec.add_arguments, _train)
     evaluate = commands.add_parser(
         "evaluate", help="test accuracy, confusion matrix and the model of a trained run → its MLflow run",
         description="Evaluate the run trained with the same settings (same --run-name) and print a summary.")
