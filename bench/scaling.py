@@ -21,10 +21,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+from training import REPO_ROOT
+
 BENCH_ROOT = REPO_ROOT / "var" / "bench"
 
 

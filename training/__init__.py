@@ -1,3 +1,7 @@
 """Cloudburst: distributed deep-learning training on Hadoop/Spark, orchestrated by Airflow, tracked in MLflow."""
 
+from pathlib import Path
+
 __version__ = "0.1.0"
+REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout: default data, stores and vendored MNIST
+VENDORED_MNIST = REPO_ROOT / "data" / "mnist"

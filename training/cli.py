@@ -18,7 +18,7 @@ import logging
 import sys
 from pathlib import Path
 
-from training import dataset_names, storage
+from training import VENDORED_MNIST, dataset_names, storage
 from training.console import configure_logging
 
 log = logging.getLogger("cloudburst")
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "train/test as Parquet. Nothing is written if any check fails.")
     ingest_mnist.add_argument("--source", action="append",
                               help="a directory, an http(s) base URL, or (repeat 4×) the four file paths "
-                                   f"(default: the vendored copy in {storage.REPO_ROOT / 'data' / 'mnist'})")
+                                   f"(default: the vendored copy in {VENDORED_MNIST})")
     ingest_mnist.add_argument("--dest", default=None,
                               help=f"output URI (default: {augment.default_raw_dataset()}, -train<N>-test<M> "
                                    "appended for a slice)")

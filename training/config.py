@@ -15,12 +15,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from training import dataset_names
+from training import REPO_ROOT, dataset_names
+from training import VENDORED_MNIST as VENDORED_MNIST_PATH
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("horovod", "averaging")
 WORKLOADS = ("mnist_elastic_cnn",)
-VENDORED_MNIST = str(REPO_ROOT / "data" / "mnist")
+VENDORED_MNIST = str(VENDORED_MNIST_PATH)
 
 
 FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CLI help and DAG Params

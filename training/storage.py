@@ -23,9 +23,10 @@ from urllib.parse import urlparse
 
 import fsspec
 
+from training import REPO_ROOT
+
 MANIFEST_NAME = "_manifest.json"
 MANIFEST_FORMAT = 1
-REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 class DatasetError(ValueError):

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from training import storage
+from training import VENDORED_MNIST, storage
 from training.datasets.image_records import ImageBatch, from_table, to_table
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ CANONICAL_CONTENT_SHA256 = {
     "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
     "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
 }
-VENDORED_SOURCE = storage.REPO_ROOT / "data" / "mnist"
+VENDORED_SOURCE = VENDORED_MNIST
 DOWNLOAD_TIMEOUT_SECONDS = 60
 
 

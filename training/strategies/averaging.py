@@ -43,8 +43,11 @@ def weighted_average(weight_sets: Sequence[Sequence[np.ndarray]], examples_seen:
     return averaged
 
 
-# One training process per Spark Python worker: data and the compiled model are kept between rounds.
-_worker_state: dict[tuple, Any] = {}
+# Spark reuses its Python workers: a worker's data and compiled model are kept between the rounds of one run.
+# Keyed by the whole run specification, so a later run in the same process never inherits another run's model,
+# learning rate or optimizer state.
+_worker_state: dict[tuple[str, int], Any] = {}
+_threads_configured: list[int] = []
 
 
 def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shards_uri: str, weights: Any,
@@ -58,12 +61,15 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
 
     spec = RunSpec.from_mapping(spec_mapping)
     for rank in partitions:
-        key = (shards_uri, rank, spec.total_workers, spec.workload)
+        key = (f"{spec.to_json()}|{shards_uri}", rank)
         if key not in _worker_state:
-            if not _worker_state:  # TensorFlow's pools can only be sized before first use in this process
+            if not _threads_configured:  # TensorFlow's pools can only be sized before first use in a process
                 tf.config.threading.set_intra_op_parallelism_threads(threads)
                 tf.config.threading.set_inter_op_parallelism_threads(1)
                 tf.get_logger().setLevel("ERROR")
+                _threads_configured.append(threads)
+            for stale in [other for other in _worker_state if other[0] != key[0]]:
+                del _worker_state[stale]  # another run's model and data: free them
             workload = get_workload(spec.workload)
             images, labels = workload.load_shard(shards_uri, rank, spec.total_workers)
             model = workload.build_model()
