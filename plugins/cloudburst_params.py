@@ -7,13 +7,14 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from training.config import FIELD_DOCS, STRATEGIES, RunSpec
+from training.config import FIELD_DOCS, SERVER_OPTIMIZERS, STRATEGIES, RunSpec
 
 DATA = "Data"
 AUGMENTATION = "Augmentation"
 CLUSTER = "Cluster shape"
 TRAINING = "Training"
 HOROVOD = "Horovod communication"
+DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
 
 PARAM_SCHEMA: dict[str, tuple[str, str, dict[str, Any]]] = {  # field → (JSON type, section, constraints)
@@ -35,6 +36,12 @@ PARAM_SCHEMA: dict[str, tuple[str, str, dict[str, Any]]] = {  # field → (JSON 
     "evaluations_per_epoch": ("integer", TRAINING, {"minimum": 1}),
     "fp16_compression": ("boolean", HOROVOD, {}),
     "backward_passes_per_step": ("integer", HOROVOD, {"minimum": 1}),
+    "n_fetch": ("integer", DOWNPOUR, {"minimum": 1}),
+    "n_push": ("integer", DOWNPOUR, {"minimum": 1}),
+    "ps_shards": ("integer", DOWNPOUR, {"minimum": 1, "maximum": 64}),
+    "server_optimizer": ("string", DOWNPOUR, {"enum": list(SERVER_OPTIMIZERS)}),
+    "server_learning_rate": ("number", DOWNPOUR, {"exclusiveMinimum": 0}),
+    "warm_start_steps": ("integer", DOWNPOUR, {"minimum": 0}),
     "threads_per_worker": ("integer", ADVANCED, {"minimum": 0}),
     "existing_shards": ("string", ADVANCED, {}),
     "data_root": ("string", ADVANCED, {}),

@@ -43,5 +43,5 @@ def test_two_workers_average_their_way_to_a_useful_model(spark, tmp_path):
     assert [row["epoch"] for row in result.epochs] == [1, 2]
     assert len(result.evaluations) == spec.epochs * spec.evaluations_per_epoch
     assert result.epochs[-1]["val_accuracy"] > 0.7  # 1,000 images, 2 epochs: far above chance (0.1)
-    assert result.extra["bytes_moved"] > 0
+    assert result.metrics["bytes_moved"] > 0
     assert Path(storage.resolve(result.model_uri).path).is_file()

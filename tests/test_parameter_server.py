@@ -78,12 +78,12 @@ def test_bad_server_settings_are_rejected():
 
 def frame(kind: Kind = Kind.PUSH, shard: int = 1, values=(1.0, 2.0, 3.0), secret: bytes = SECRET) -> bytes:
     return protocol.encode(Message(kind, shard, worker=4, clock=7, payload=protocol.float_payload(
-        np.array(values))), secret)
+        np.array(values)), steps=16), secret)
 
 
 def test_a_message_round_trips_with_raw_float32_values():
     message = protocol.decode(frame(), SECRET, num_shards=2)
-    assert (message.kind, message.shard, message.worker, message.clock) == (Kind.PUSH, 1, 4, 7)
+    assert (message.kind, message.shard, message.worker, message.clock, message.steps) == (Kind.PUSH, 1, 4, 7, 16)
     assert message.values().tolist() == [1.0, 2.0, 3.0]
 
 
@@ -104,7 +104,7 @@ def test_malformed_or_unauthenticated_messages_are_rejected(make_frame, reason):
 
 
 def test_an_oversized_length_is_rejected_before_reading_the_payload():
-    header = protocol.HEADER.pack(protocol.MAGIC, protocol.VERSION, int(Kind.PUSH), protocol.FLOAT32, 0, 0, 0,
+    header = protocol.HEADER.pack(protocol.MAGIC, protocol.VERSION, int(Kind.PUSH), protocol.FLOAT32, 0, 0, 0, 1,
                                   2**40)
     with pytest.raises(ProtocolError, match="exceeds the limit"):
         protocol.decode(header + bytes(protocol.TAG_BYTES), SECRET, num_shards=1, max_payload_bytes=1024)

@@ -73,7 +73,8 @@ def raw_request(address: str, frame: bytes) -> bytes:
         (lambda: b"JUNK" + protocol.encode(Message(Kind.FETCH, 0, 0, 0), SECRET)[4:], "bad magic"),
         (lambda: protocol.encode(Message(Kind.FETCH, 0, 0, 0), SECRET)[:12], "truncated message"),
         (lambda: protocol.encode(Message(Kind.PUSH, 0, 0, 0, bytes(4 * 200)), SECRET), "exceeds the limit"),
-        (lambda: protocol.encode(Message(Kind.PUSH, 0, 0, 0, bytes(4 * 3)), SECRET), "gradient of 3 values"),
+        (lambda: protocol.encode(Message(Kind.PUSH, 0, 0, 0, bytes(4 * 3), steps=1), SECRET), "gradient of 3 values"),
+        (lambda: protocol.encode(Message(Kind.PUSH, 0, 0, 0, bytes(4 * 34), steps=0), SECRET), "at least one step"),
     ],
 )
 def test_bad_messages_get_an_error_and_the_server_keeps_serving(server, make_frame, reason):

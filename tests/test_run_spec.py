@@ -14,7 +14,7 @@ from training.config import RunSpec, RunSpecError, run_name_from
     [
         ({"workers_per_node": 0}, "workers_per_node=0: must be ≥ 1"),
         ({"nodes": 0}, "nodes=0: must be ≥ 1"),
-        ({"strategy": "allreduce-magic"}, "strategy='allreduce-magic': must be one of horovod, averaging"),
+        ({"strategy": "allreduce-magic"}, "strategy='allreduce-magic': must be one of horovod, downpour, averaging"),
         ({"workload": "imagenet"}, "workload='imagenet': must be one of"),
         ({"epochs": 0}, "epochs=0: must be ≥ 1"),
         ({"batch_size_per_worker": 0}, "batch_size_per_worker=0: must be ≥ 1"),

@@ -18,7 +18,8 @@ from typing import Any
 from training import REPO_ROOT, dataset_names
 from training import VENDORED_MNIST as VENDORED_MNIST_PATH
 
-STRATEGIES = ("horovod", "averaging")
+STRATEGIES = ("horovod", "downpour", "averaging")
+SERVER_OPTIMIZERS = ("adagrad", "sgd")
 WORKLOADS = ("mnist_elastic_cnn",)
 VENDORED_MNIST = str(VENDORED_MNIST_PATH)
 
@@ -63,8 +64,10 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CL
     "strategy": (
         "Strategy",
         "How workers combine their work. horovod: synchronous ring all-reduce of gradients every step "
-        "(Horovod on Spark, Gloo). averaging: MapReduce model averaging, evaluations_per_epoch rounds per "
-        "epoch of local training, weights averaged by examples seen.",
+        "(Horovod on Spark, Gloo). downpour: asynchronous Downpour SGD, workers fetch from and push to a "
+        "sharded parameter server in the Spark driver and never wait for each other. averaging: MapReduce "
+        "model averaging, evaluations_per_epoch rounds per epoch of local training, weights averaged by "
+        "examples seen.",
     ),
     "epochs": (
         "Epochs",
@@ -77,7 +80,8 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CL
     ),
     "learning_rate": (
         "Learning rate (one worker)",
-        "Adam's learning rate for one worker; Horovod scales it by the number of workers after a warm-up.",
+        "Adam's learning rate for one worker (horovod, averaging); Horovod scales it by the number of workers "
+        "after a warm-up. Downpour uses server_learning_rate instead.",
     ),
     "warmup_epochs": (
         "Warm-up epochs",
@@ -102,6 +106,33 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CL
     "backward_passes_per_step": (
         "Backward passes per step",
         "Accumulate gradients locally over this many batches before each all-reduce.",
+    ),
+    "n_fetch": (
+        "Downpour: fetch every n steps",
+        "A worker fetches fresh parameters from the server every n_fetch of its steps (Dean et al.'s n_fetch).",
+    ),
+    "n_push": (
+        "Downpour: push every n steps",
+        "A worker pushes the gradients it accumulated every n_push of its steps, taking local steps in "
+        "between; larger values talk less and scale better (Dean et al.'s n_push).",
+    ),
+    "ps_shards": (
+        "Downpour: parameter-server shards",
+        "The parameters are split into this many slices, each served and updated on its own.",
+    ),
+    "server_optimizer": (
+        "Downpour: server optimizer",
+        "How the server applies a pushed gradient: adagrad (per-parameter step sizes, as in Downpour SGD) or "
+        "plain sgd.",
+    ),
+    "server_learning_rate": (
+        "Downpour: server learning rate",
+        "Step size of the server's optimizer, also used for the workers' local steps between pushes.",
+    ),
+    "warm_start_steps": (
+        "Downpour: warm-start steps",
+        "Worker 0 trains alone for this many steps before the others join (the paper's remedy for early "
+        "instability); 0 starts everyone at once.",
     ),
     "threads_per_worker": (
         "Threads per worker (0 = automatic)",
@@ -157,6 +188,12 @@ class RunSpec:
     threads_per_worker: int = 0
     fp16_compression: bool = False
     backward_passes_per_step: int = 1
+    n_fetch: int = 4
+    n_push: int = 4
+    ps_shards: int = 2
+    server_optimizer: str = "adagrad"
+    server_learning_rate: float = 0.02
+    warm_start_steps: int = 0
     existing_shards: str = ""
     data_root: str = ""
     tracking_uri: str = ""
@@ -204,11 +241,15 @@ class RunSpec:
         _require(self.workload in WORKLOADS, "workload", self.workload, f"must be one of {', '.join(WORKLOADS)}")
         _require(self.strategy in STRATEGIES, "strategy", self.strategy, f"must be one of {', '.join(STRATEGIES)}")
         for name in ("nodes", "workers_per_node", "epochs", "batch_size_per_worker", "evaluations_per_epoch",
-                     "backward_passes_per_step"):
+                     "backward_passes_per_step", "n_fetch", "n_push", "ps_shards"):
             _require(getattr(self, name) >= 1, name, getattr(self, name), "must be ≥ 1")
-        for name in ("augment_copies", "seed", "train_limit", "test_limit", "threads_per_worker", "warmup_epochs"):
+        for name in ("augment_copies", "seed", "train_limit", "test_limit", "threads_per_worker", "warmup_epochs",
+                     "warm_start_steps"):
             _require(getattr(self, name) >= 0, name, getattr(self, name), "must be ≥ 0")
         _require(self.learning_rate > 0, "learning_rate", self.learning_rate, "must be > 0")
+        _require(self.server_learning_rate > 0, "server_learning_rate", self.server_learning_rate, "must be > 0")
+        _require(self.server_optimizer in SERVER_OPTIMIZERS, "server_optimizer", self.server_optimizer,
+                 f"must be one of {', '.join(SERVER_OPTIMIZERS)}")
         _require(self.alpha >= 0, "alpha", self.alpha, "must be ≥ 0")
         _require(self.sigma > 0, "sigma", self.sigma, "must be > 0")
         _require(0 < self.target_accuracy <= 1, "target_accuracy", self.target_accuracy, "must be in (0, 1]")

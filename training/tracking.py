@@ -93,7 +93,7 @@ def speedup_metrics(baseline_metrics: dict[str, float], result: TrainingResult) 
 def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artifacts: dict[str, bytes],
                  run_id: str | None = None) -> str:
     """Create (or complete) the MLflow run of a training run; returns its id."""
-    from training.evaluation.figures import learning_curves_png
+    from training.evaluation.figures import learning_curves_png, staleness_histogram_png
 
     tracking_uri = spec.resolved_tracking_uri()
     mlflow_client = client(tracking_uri)
@@ -112,7 +112,8 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
             mlflow_client.log_param(run_id, key, value)
     for row in result.epochs:
         for name in ("train_loss", "train_accuracy", "val_accuracy", "epoch_seconds", "samples_per_second"):
-            mlflow_client.log_metric(run_id, name, row[name], step=int(row["epoch"]))
+            if row[name] is not None:  # None: not recorded (an earlier attempt's epoch, after a resume)
+                mlflow_client.log_metric(run_id, name, row[name], step=int(row["epoch"]))
     final = {"wall_seconds": result.wall_seconds, "training_seconds": result.training_seconds,
              "samples_per_second_mean": sum(r["samples_per_second"] for r in result.epochs) / len(result.epochs)}
     if result.time_to_target_seconds is not None:
@@ -125,7 +126,7 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
     elif baseline is not None:
         final.update(speedup_metrics(baseline.data.metrics, result))
         mlflow_client.set_tag(run_id, "baseline_run_id", baseline.info.run_id)
-    for name, value in final.items():
+    for name, value in {**final, **result.metrics}.items():
         mlflow_client.log_metric(run_id, name, float(value))
     for name, value in result.extra.items():  # strategy facts (threads, steps, ranks in sync) as filterable tags
         if isinstance(value, str | int | float | bool):
@@ -133,6 +134,11 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
     figures = {"learning_curves.png": learning_curves_png(
         result.epochs, result.evaluations, spec.target_accuracy,
         f"{spec.workload} · {spec.strategy} {spec.config} · batch {spec.batch_size_per_worker}/worker")}
+    if result.extra.get("staleness_counts"):
+        counts = {int(value): count for value, count in result.extra["staleness_counts"].items()}
+        figures["staleness_histogram.png"] = staleness_histogram_png(
+            counts, f"{spec.strategy} {spec.config} · n_fetch {spec.n_fetch}, n_push {spec.n_push}, "
+                    f"{spec.ps_shards} server shards")
     log_artifacts(mlflow_client, run_id, {**artifacts, **figures,
                                           "training_result.json": json.dumps(result.to_mapping(), indent=2).encode()})
     return run_id

@@ -30,7 +30,8 @@ def learning_curves_png(epochs: Sequence[dict], evaluations: Sequence[dict], tar
     plt = _pyplot()
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
     epoch_numbers = [row["epoch"] for row in epochs]
-    loss_axis.plot(epoch_numbers, [row["train_loss"] for row in epochs], marker="o", label="train loss")
+    losses = [np.nan if row["train_loss"] is None else row["train_loss"] for row in epochs]  # None: not recorded
+    loss_axis.plot(epoch_numbers, losses, marker="o", label="train loss")
     loss_axis.set_xlabel("epoch")
     loss_axis.set_ylabel("loss")
     loss_axis.set_yscale("log")
@@ -40,7 +41,8 @@ def learning_curves_png(epochs: Sequence[dict], evaluations: Sequence[dict], tar
     accuracy_axis.plot(seconds, [100 * row["val_accuracy"] for row in evaluations], marker=".",
                        label="test accuracy (during training)")
     epoch_ends = [row for row in evaluations if float(row["epoch"]).is_integer()]
-    train_accuracy = {row["epoch"]: row["train_accuracy"] for row in epochs}
+    train_accuracy = {row["epoch"]: np.nan if row["train_accuracy"] is None else row["train_accuracy"]
+                      for row in epochs}
     accuracy_axis.plot([row["train_seconds"] for row in epoch_ends],
                        [100 * train_accuracy.get(int(row["epoch"]), np.nan) for row in epoch_ends],
                        marker="o", linestyle="--", label="train accuracy (epoch mean)")
@@ -73,5 +75,23 @@ def confusion_matrix_png(confusion: np.ndarray, class_names: Sequence[str], titl
     axis.set_xlabel("predicted")
     axis.set_ylabel("true")
     axis.set_title(title, fontsize=10)
+    figure.tight_layout()
+    return _png(figure)
+
+
+def staleness_histogram_png(counts: dict[int, int], title: str) -> bytes:
+    """How many server versions arrived between a worker's fetch and its push, over all pushes."""
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 3.5))
+    values = sorted(counts)
+    total = sum(counts.values()) or 1
+    axis.bar(values, [100 * counts[value] / total for value in values], width=0.8)
+    mean = sum(value * count for value, count in counts.items()) / total
+    axis.axvline(mean, color="black", linestyle=":", label=f"mean {mean:.2f}")
+    axis.set_xlabel("staleness (server versions between fetch and push)")
+    axis.set_ylabel("pushes (%)")
+    axis.set_title(title, fontsize=10)
+    axis.grid(alpha=0.3, axis="y")
+    axis.legend()
     figure.tight_layout()
     return _png(figure)

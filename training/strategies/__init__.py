@@ -11,6 +11,10 @@ def get_strategy(name: str) -> Strategy:
         from training.strategies.horovod import HorovodStrategy
 
         return HorovodStrategy()
+    if name == "downpour":
+        from training.strategies.downpour import DownpourStrategy
+
+        return DownpourStrategy()
     if name == "averaging":
         from training.strategies.averaging import AveragingStrategy
 

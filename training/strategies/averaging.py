@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from training.strategies.base import TrainingResult
+from training.strategies.placement import cores_per_node, threads_per_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -118,7 +118,7 @@ class AveragingStrategy:
             log.info("resuming after epoch %d from %s", resumed_from, checkpoints.where.uri)
         weights = model.get_weights()
         weight_bytes = sum(tensor.nbytes for tensor in weights)
-        threads = spec.threads_per_worker or max(1, (os.cpu_count() or 1) // spec.workers_per_node)
+        threads = threads_per_worker(spec, cores_per_node(spark, spec))
         context = spark.sparkContext
         clock = history["training_seconds"]
         for epoch in range(resumed_from, spec.epochs):
@@ -160,8 +160,8 @@ class AveragingStrategy:
             wall_seconds=time.perf_counter() - started, training_seconds=history["training_seconds"],
             time_to_target_seconds=history["time_to_target_seconds"], model_uri=save_model(run_uri, model),
             total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
-            extra={"threads_per_worker": threads, "rounds_per_epoch": spec.evaluations_per_epoch,
-                   "bytes_moved": history["bytes_moved"]},
+            extra={"threads_per_worker": threads, "rounds_per_epoch": spec.evaluations_per_epoch},
+            metrics={"bytes_moved": history["bytes_moved"]},
         )
 
 

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 class TrainingResult:
     """What a strategy measured. Per-epoch rows use the shared metric names (train_loss, val_accuracy, …)."""
 
-    epochs: list[dict[str, float]]
+    epochs: list[dict[str, float | None]]  # train_loss/train_accuracy may be None for an earlier attempt's epochs
     evaluations: list[dict[str, float]]  # {"train_seconds", "epoch", "val_accuracy"}, several per epoch
     wall_seconds: float  # strategy start to finish: process launch, data loading and training
     training_seconds: float  # the training clock: training steps only, evaluations excluded
@@ -23,7 +23,8 @@ class TrainingResult:
     model_uri: str
     total_workers: int
     resumed_from_epoch: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)  # strategy facts; scalars become MLflow tags
+    metrics: dict[str, float] = field(default_factory=dict)  # strategy measurements, logged as MLflow metrics
 
     def to_mapping(self) -> dict[str, Any]:
         return asdict(self)

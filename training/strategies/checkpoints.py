@@ -39,7 +39,10 @@ def _download_directory(where: storage.Location, source: str, local: Path) -> No
 
 
 class CheckpointStore:
-    """``<run>/checkpoints/epoch-NNNN/`` holding a TensorFlow checkpoint (model + optimizer) and the history."""
+    """``<run>/checkpoints/epoch-NNNN/`` holding the state and the history so far.
+
+    The state is anything with ``write(prefix)`` and ``read(prefix)``: a ``tf.train.Checkpoint`` (model and
+    optimizer) or the parameter server's shards."""
 
     def __init__(self, run_uri: str) -> None:
         self.where = storage.resolve(storage.join(run_uri, "checkpoints"))
@@ -74,7 +77,9 @@ class CheckpointStore:
         local = Path(tempfile.mkdtemp(prefix="cloudburst-ckpt-"))
         atexit.register(shutil.rmtree, local, ignore_errors=True)
         _download_directory(self.where, self._epoch_path(epoch), local)
-        checkpoint.read(str(local / "state")).expect_partial()
+        status = checkpoint.read(str(local / "state"))
+        if hasattr(status, "expect_partial"):  # a TensorFlow checkpoint: the model may not hold every saved slot
+            status.expect_partial()
         return json.loads((local / "history.json").read_text())
 
 

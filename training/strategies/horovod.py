@@ -8,11 +8,11 @@ every epoch so a retried job resumes where it stopped. Lines that exist only for
 from __future__ import annotations
 
 import logging
-import os
 import time
 from typing import TYPE_CHECKING, Any
 
 from training.strategies.base import TrainingResult
+from training.strategies.placement import cores_per_node, threads_per_worker, worker_environment
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,13 +22,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHUFFLE_BUFFER = 10_000
-
-
-def threads_per_worker(spec: RunSpec, cores_per_node: int) -> int:
-    """TensorFlow intra-op threads: the node's cores shared by its workers, unless set explicitly."""
-    if spec.threads_per_worker:
-        return spec.threads_per_worker
-    return max(1, cores_per_node // spec.workers_per_node)
 
 
 def training_dataset(images: Any, labels: Any, batch_size: int, seed: int) -> Any:
@@ -53,7 +46,7 @@ def training_dataset(images: Any, labels: Any, batch_size: int, seed: int) -> An
 
 
 def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run_uri: str,
-               cores_per_node: int) -> dict[str, Any] | None:
+               node_cores: int) -> dict[str, Any] | None:
     """The function every Horovod rank runs; rank 0 returns what it measured, the others their weights' digest."""
     import horovod.tensorflow as hvd_ops  # collective operations on tensors
     import horovod.tensorflow.keras as hvd
@@ -69,7 +62,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     tf.get_logger().setLevel("ERROR")  # per-step evaluation trips Keras' "slow callback" warning by design
     hvd.init()  # Horovod: one rank per worker
     rank, size = hvd.rank(), hvd.size()
-    tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker(spec, cores_per_node))
+    tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker(spec, node_cores))
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.keras.utils.set_random_seed(spec.seed)
 
@@ -167,7 +160,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
         "time_to_target_seconds": previous["time_to_target_seconds"] or clock.time_to_target_seconds,
         "model_uri": save_model(run_uri, model),
         "resumed_from_epoch": resumed_from,
-        "threads_per_worker": threads_per_worker(spec, cores_per_node),
+        "threads_per_worker": threads_per_worker(spec, node_cores),
         "steps_per_epoch": steps_per_epoch,
     }
 
@@ -181,14 +174,14 @@ class HorovodStrategy:
               spark: SparkSession) -> TrainingResult:
         import horovod.spark
 
-        cores_per_node = _cores_per_node(spark, spec)
+        node_cores = cores_per_node(spark, spec)
         started = time.perf_counter()
         results = horovod.spark.run(
             train_rank,
-            args=(spec.to_mapping(), shards_uri, test_uri, run_uri, cores_per_node),
+            args=(spec.to_mapping(), shards_uri, test_uri, run_uri, node_cores),
             num_proc=spec.total_workers,
             use_gloo=True,
-            env=_worker_environment(),
+            env=worker_environment(),
             verbose=1,
         )
         wall_seconds = time.perf_counter() - started
@@ -218,19 +211,3 @@ def _weights_digest(model: Any) -> str:
     for weights in model.get_weights():
         digest.update(weights.tobytes())
     return digest.hexdigest()
-
-
-def _cores_per_node(spark: SparkSession, spec: RunSpec) -> int:
-    """In local mode every simulated node gets an equal share of this machine's cores."""
-    if spark.sparkContext.master.startswith("local"):
-        return max(1, (os.cpu_count() or 1) // spec.nodes)
-    return int(spark.conf.get("spark.executor.cores", str(spec.workers_per_node)))
-
-
-def _worker_environment() -> dict[str, str]:
-    """The driver's environment for the ranks, minus TensorFlow's log noise."""
-    environment = dict(os.environ)
-    environment.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    environment["OMP_NUM_THREADS"] = "1"  # TensorFlow sizes its own pools; OpenMP/BLAS must not add threads
-    environment["OPENBLAS_NUM_THREADS"] = "1"
-    return environment

@@ -64,13 +64,14 @@ class ParameterClient:
             parts.append(reply.values())
         return np.concatenate(parts)
 
-    def push(self, gradient: np.ndarray) -> list[int]:
-        """Send each shard its slice of an (accumulated) flat gradient; returns the shards' new versions."""
+    def push(self, gradient: np.ndarray, steps: int = 1) -> list[int]:
+        """Send each shard its slice of a flat gradient accumulated over ``steps`` local steps; returns the
+        shards' new versions."""
         gradient = np.asarray(gradient, np.float32).ravel()
         versions = []
         for shard, (start, stop) in enumerate(self.bounds):
             payload = protocol.float_payload(gradient[start:stop])
-            reply = self._call(shard, Message(Kind.PUSH, shard, self.worker, self.versions[shard], payload))
+            reply = self._call(shard, Message(Kind.PUSH, shard, self.worker, self.versions[shard], payload, steps))
             versions.append(reply.clock)
         return versions
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 MAGIC = b"CBPS"
-VERSION = 1
-# magic, protocol version, kind, dtype code, shard, worker, clock (server version or worker step), payload bytes
-HEADER = struct.Struct(">4sBBBxHHIQ")
+VERSION = 2
+# magic, protocol version, kind, dtype code, shard, worker, clock (a server version), steps (local steps a
+# pushed gradient accumulates), payload bytes
+HEADER = struct.Struct(">4sBBBxHHIIQ")
 TAG_BYTES = hashlib.sha256().digest_size
 DTYPES = {1: np.dtype("<f4")}
 FLOAT32 = 1
@@ -45,6 +46,7 @@ class Message:
     worker: int
     clock: int
     payload: bytes = b""
+    steps: int = 0
 
     def values(self) -> np.ndarray:
         """The payload as a read-only float32 array (no copy)."""
@@ -55,7 +57,7 @@ class Message:
 
 def encode(message: Message, secret: bytes) -> bytes:
     header = HEADER.pack(MAGIC, VERSION, int(message.kind), FLOAT32, message.shard, message.worker,
-                         message.clock, len(message.payload))
+                         message.clock, message.steps, len(message.payload))
     tag = hmac.new(secret, header + message.payload, hashlib.sha256).digest()
     return header + message.payload + tag
 
@@ -69,7 +71,7 @@ def decode(frame: bytes, secret: bytes, num_shards: int,
     """Check and unpack one message; raises ProtocolError naming the first problem."""
     if len(frame) < HEADER.size + TAG_BYTES:
         raise ProtocolError(f"truncated message: {len(frame)} bytes, a header and tag need {HEADER.size + TAG_BYTES}")
-    magic, version, kind, dtype, shard, worker, clock, length = HEADER.unpack_from(frame)
+    magic, version, kind, dtype, shard, worker, clock, steps, length = HEADER.unpack_from(frame)
     if magic != MAGIC:
         raise ProtocolError(f"bad magic {magic!r}: not a Cloudburst parameter-server message")
     if version != VERSION:
@@ -88,4 +90,4 @@ def decode(frame: bytes, secret: bytes, num_shards: int,
         raise ProtocolError("authentication failed: wrong secret or altered message")
     if kind != Kind.SHUTDOWN and not 0 <= shard < num_shards:
         raise ProtocolError(f"shard {shard} out of range 0..{num_shards - 1}")
-    return Message(Kind(kind), shard, worker, clock, bytes(frame[HEADER.size : HEADER.size + length]))
+    return Message(Kind(kind), shard, worker, clock, bytes(frame[HEADER.size : HEADER.size + length]), steps)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,8 @@ class ServerStatistics:
     bytes_in: int = 0
     bytes_out: int = 0
     staleness: list[int] = field(default_factory=list)
+    first_fetch_time: float | None = None  # time.perf_counter() of the first fetch: training has begun
+    last_push_time: float | None = None
 
 
 class ParameterServer:
@@ -51,6 +54,7 @@ class ParameterServer:
         self.host = host
         self.addresses: list[str] = []
         self.statistics = ServerStatistics()
+        self._steps_applied = [0] * num_shards  # worker steps whose gradients each shard has applied
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._context = zmq.Context()
@@ -70,7 +74,8 @@ class ParameterServer:
             socket.setsockopt(zmq.LINGER, 0)
             # A frame larger than this shard's parameters plus header and tag is dropped by ZeroMQ itself.
             socket.setsockopt(zmq.MAXMSGSIZE, self._max_payload(index) + protocol.HEADER.size + 1024)
-            port = socket.bind_to_random_port(f"tcp://{self.host}")
+            # Loopback stays private; a cluster driver listens on every interface and advertises its host name.
+            port = socket.bind_to_random_port("tcp://127.0.0.1" if self.host == "127.0.0.1" else "tcp://*")
             self.addresses.append(f"tcp://{self.host}:{port}")
             ready.append(socket)
         for index, socket in enumerate(ready):
@@ -91,6 +96,27 @@ class ParameterServer:
 
     def parameters(self) -> np.ndarray:
         return np.concatenate([shard.snapshot()[0] for shard in self.shards])
+
+    def steps_applied(self) -> int:
+        """Worker steps whose accumulated gradients every shard has applied."""
+        with self._lock:
+            return min(self._steps_applied)
+
+    def state(self) -> dict[str, np.ndarray | int]:
+        """Parameters, optimizer state and versions of every shard, flat, for a checkpoint."""
+        state: dict[str, np.ndarray | int] = {}
+        for index, shard in enumerate(self.shards):
+            state.update({f"shard{index}_{key}": value for key, value in shard.state().items()})
+        return state
+
+    def restore(self, state: dict[str, np.ndarray | int]) -> None:
+        """Load what :meth:`state` saved; the shard count and sizes must match."""
+        for index, shard in enumerate(self.shards):
+            prefix = f"shard{index}_"
+            values = {key[len(prefix):]: value for key, value in state.items() if key.startswith(prefix)}
+            if not values or np.asarray(values["parameters"]).size != shard.parameters.size:
+                raise ValueError(f"checkpoint does not match parameter shard {index} of {len(self.shards)}")
+            shard.restore(values)
 
     def _max_payload(self, index: int) -> int:
         start, stop = self.bounds[index]
@@ -124,11 +150,17 @@ class ParameterServer:
                 parameters, version = shard.snapshot()
                 with self._lock:
                     self.statistics.fetches += 1
+                    if self.statistics.first_fetch_time is None:
+                        self.statistics.first_fetch_time = time.perf_counter()
                 return Message(Kind.PARAMETERS, index, message.worker, version, protocol.float_payload(parameters))
             if message.kind == Kind.PUSH:
+                if message.steps < 1:
+                    raise ProtocolError(f"a push must cover at least one step, got {message.steps}")
                 version = shard.apply(message.values())
                 with self._lock:
                     self.statistics.pushes += 1
+                    self._steps_applied[index] += message.steps
+                    self.statistics.last_push_time = time.perf_counter()
                     self.statistics.staleness.append(max(0, version - 1 - message.clock))
                 return Message(Kind.ACK, index, message.worker, version)
             raise ProtocolError(f"a server does not accept {message.kind.name} messages")

@@ -1,0 +1,163 @@
+"""Downpour SGD end to end: real worker processes in Spark barrier tasks, the parameter server in the driver,
+on a small slice of the real MNIST; a worker killed mid-run, and a killed job resumed from its checkpoint."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pipeline_data import prepare_datasets
+
+from training import storage
+from training.config import RunSpec
+from training.jobs.train import RESULT_FILE
+from training.strategies.checkpoints import CheckpointStore
+from training.strategies.downpour import (
+    DownpourStrategy,
+    Progress,
+    ServerCheckpoint,
+    evaluation_points,
+)
+from training.strategies.parameter_server.server import ParameterServer
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def small_spec(spark, tmp_path_factory) -> RunSpec:
+    root = tmp_path_factory.mktemp("downpour")
+    spec = RunSpec(strategy="downpour", train_limit=2000, test_limit=500, epochs=2, batch_size_per_worker=32,
+                   workers_per_node=2, server_learning_rate=0.1, data_root=str(root / "data"),
+                   tracking_uri=f"sqlite:///{root / 'mlflow.db'}", run_name="small")
+    prepare_datasets(spark, spec)
+    return spec
+
+
+def train(spec: RunSpec, spark, run_name: str):
+    spec = spec.with_changes(run_name=run_name)
+    return DownpourStrategy().train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(), spark)
+
+
+def test_two_asynchronous_workers_learn_through_the_parameter_server(spark, small_spec):
+    result = train(small_spec, spark, "two-workers")
+    assert [row["epoch"] for row in result.epochs] == [1, 2]
+    assert result.epochs[-1]["val_accuracy"] > 0.85  # 4,000 images (k=1) for two epochs; chance is 0.1
+    assert len(result.evaluations) == small_spec.epochs * small_spec.evaluations_per_epoch
+    seconds = [evaluation["train_seconds"] for evaluation in result.evaluations]
+    assert seconds == sorted(seconds) and seconds[0] > 0
+    # 2,000 examples per worker (k=1 doubles 2,000 images) at batch 32: 62 steps per epoch. Every worker pushes
+    # and fetches every 4 of its steps, to each of the 2 server shards.
+    worker_steps = 62 * small_spec.epochs
+    messages = small_spec.total_workers * -(-worker_steps // 4) * small_spec.ps_shards
+    assert result.extra["steps_per_epoch"] == 2 * 62
+    assert result.metrics["pushes"] == messages
+    assert result.metrics["fetches"] == messages
+    assert result.metrics["bytes_moved"] > 0 and result.metrics["lost_workers"] == 0
+    assert result.metrics["staleness_max"] >= result.metrics["staleness_mean"] >= 0
+    assert sum(result.extra["staleness_counts"].values()) == result.metrics["pushes"]
+    assert Path(storage.resolve(result.model_uri).path).is_file()
+
+
+def worker_process(rank: int) -> tuple[int, Path] | None:
+    """(pid, report file) of a running Downpour worker process of this rank, found by its command line."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"training.strategies.downpour_worker" in arguments and arguments[arguments.index(b"--rank") + 1] \
+                == str(rank).encode():
+            return int(entry.name), Path(arguments[arguments.index(b"--report") + 1].decode())
+    return None
+
+
+def kill_after_first_epoch(rank: int, killed: list[int]) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        found = worker_process(rank)
+        if found and found[1].exists() and found[1].read_text().strip():
+            os.kill(found[0], signal.SIGKILL)
+            killed.append(found[0])
+            return
+        time.sleep(0.01)
+
+
+def test_a_killed_worker_is_recorded_and_the_others_finish(spark, small_spec):
+    spec = small_spec.with_changes(epochs=5)
+    killed: list[int] = []
+    killer = threading.Thread(target=kill_after_first_epoch, args=(1, killed), daemon=True)
+    killer.start()
+    result = train(spec, spark, "worker-killed")
+    killer.join()
+    assert killed, "worker 1 was never seen running"
+    assert result.metrics["lost_workers"] == 1
+    assert result.extra["lost_worker_ranks"] == "1"
+    # Worker 0 trained all 5 epochs, worker 1 about one: ≈ 6 of 10 worker-epochs, 3 full epochs and a part.
+    assert 3 <= len(result.epochs) <= 4
+    assert result.epochs[-1]["val_accuracy"] > 0.85
+    assert Path(storage.resolve(result.model_uri).path).is_file()
+
+
+def test_server_checkpoint_round_trips_parameters_adagrad_state_and_snapshots(tmp_path):
+    initial = np.linspace(-1, 1, 11, dtype=np.float32)
+    with ParameterServer(initial, 2, b"secret", learning_rate=0.1) as server:
+        for shard in server.shards:
+            shard.apply(np.ones(shard.parameters.size, np.float32))
+        progress = Progress(points=evaluation_points(10, 2, 0, 1), snapshots=[server.parameters()])
+        ServerCheckpoint(server, progress).write(str(tmp_path / "state"))
+        saved = server.state()
+    with ParameterServer(initial, 2, b"secret", learning_rate=0.1) as restored_server:
+        restored = Progress(points=[])
+        ServerCheckpoint(restored_server, restored).read(str(tmp_path / "state"))
+        for key, value in saved.items():
+            assert np.array_equal(restored_server.state()[key], value), key
+        assert len(restored.snapshots) == 1 and np.array_equal(restored.snapshots[0], progress.snapshots[0])
+
+
+def test_evaluation_points_split_every_epoch_evenly_in_pushed_steps():
+    points = evaluation_points(total_steps_per_epoch=10, evaluations_per_epoch=4, first_epoch=1, epochs=3)
+    assert [point.epoch for point in points] == [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]
+    assert [point.steps for point in points] == [2, 5, 8, 10, 12, 15, 18, 20]
+
+
+def test_a_killed_downpour_job_resumes_from_the_server_checkpoint(small_spec):
+    spec = small_spec.with_changes(epochs=12, run_name="job-killed")
+    command = [sys.executable, "-m", "training.jobs.train", *spec.to_args()]
+    environment = {**os.environ, "CLOUDBURST_SPARK_UI": "false"}
+    checkpoints = CheckpointStore(spec.run_uri())
+    job = subprocess.Popen(command, env=environment, start_new_session=True, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 240
+        while checkpoints.latest_epoch() < 1 and job.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert checkpoints.latest_epoch() >= 1, "no checkpoint written before the deadline"
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)  # driver (and with it the parameter server), Spark and the workers
+        job.wait()
+    killed_after = checkpoints.latest_epoch()
+    assert killed_after < spec.epochs, "the job finished before it could be killed; make epochs longer"
+    deadline = time.monotonic() + 10  # orphaned workers die with their Spark task (PR_SET_PDEATHSIG)
+    while (worker_process(0) or worker_process(1)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert worker_process(0) is None and worker_process(1) is None
+
+    retry = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600)
+    assert retry.returncode == 0, retry.stderr[-3000:]
+    assert "resuming after epoch" in retry.stdout + retry.stderr
+    result = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))["result"]
+    assert result["resumed_from_epoch"] >= killed_after
+    assert [row["epoch"] for row in result["epochs"]] == list(range(1, spec.epochs + 1))
+    assert result["epochs"][0]["train_loss"] is None  # reported by workers of the killed job: not recorded
+    assert result["epochs"][-1]["train_loss"] is not None
+    assert len(result["evaluations"]) == spec.epochs * spec.evaluations_per_epoch
+    assert result["epochs"][-1]["val_accuracy"] > 0.9

@@ -1,0 +1,381 @@
+"""Asynchronous Downpour SGD (Dean et al. 2012): a sharded parameter server in the Spark driver, and
+nodes × workers_per_node workers as Spark barrier tasks that fetch, train locally and push on their own clocks.
+
+Each barrier task runs its worker as a child process (training.strategies.downpour_worker), so a worker that
+dies only loses itself: the task reports it, the others finish, and the run records the loss. The server lives
+in the driver (see parameter_server/server.py for the trade-off) and stops when training ends or fails.
+
+Progress is counted on the server: once the pushed steps of all workers add up to an evaluation point (an
+``evaluations_per_epoch``-th of an epoch), a monitor thread snapshots the server's parameters on the training
+clock; the snapshots are evaluated after training, so evaluation never steals the workers' CPU. At every epoch
+end the monitor checkpoints parameters, Adagrad state and the snapshots; a restarted job resumes from there.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import json
+import logging
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from training import sharding, storage
+from training.strategies.base import TrainingResult
+from training.strategies.placement import cores_per_node, driver_host, threads_per_worker, worker_environment
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from training.config import RunSpec
+    from training.strategies.parameter_server.server import ParameterServer
+
+log = logging.getLogger(__name__)
+
+CALL_TIMEOUT_SECONDS = 60.0  # a worker gives up on a silent server after this long
+MONITOR_SECONDS = 0.02
+
+
+# --- Workers: one Spark barrier task each, running the worker process -------------------------------------------
+
+
+def run_worker_process(partitions: Iterator[int], job: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """A Spark barrier task: start this rank's worker process, forward its output, report how it ended."""
+    from pyspark import BarrierTaskContext
+
+    context = BarrierTaskContext.get()
+    rank = context.partitionId()
+    context.barrier()  # gang start: every worker is scheduled before any begins
+    with tempfile.TemporaryDirectory(prefix=f"cloudburst-downpour-{rank}-") as directory:
+        report = Path(directory) / "report.jsonl"
+        command = [sys.executable, "-m", "training.strategies.downpour_worker", "--rank", str(rank),
+                   "--report", str(report), "--parent-pid", str(os.getpid())]
+        process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   env=worker_environment(), text=True)
+        process.stdin.write(json.dumps(job))
+        process.stdin.close()
+        tail: collections.deque[str] = collections.deque(maxlen=40)
+        for line in process.stdout:  # progress lines go to the executor's log as they come
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            tail.append(line)
+        returncode = process.wait()
+        rows = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+    yield {"rank": rank, "returncode": returncode, "epochs": [row for row in rows if "epoch" in row],
+           "totals": next((row for row in rows if row.get("done")), None),
+           "log_tail": "".join(tail) if returncode else ""}
+
+
+# --- The monitor: evaluation snapshots and checkpoints, counted in pushed steps ---------------------------------
+
+
+@dataclass
+class EvaluationPoint:
+    epoch: float  # e.g. 2.25: a quarter into the third epoch
+    steps: int  # pushed steps (all workers together) since this job started, that complete the point
+    train_seconds: float | None = None
+    accuracy: float | None = None
+
+
+@dataclass
+class Progress:
+    """What the monitor records; saved with every checkpoint."""
+
+    points: list[EvaluationPoint]
+    snapshots: list[np.ndarray] = field(default_factory=list)  # parameters at each reached point
+    clock_offset_seconds: float = 0.0  # training seconds of earlier attempts (a resumed run)
+
+    def reached(self) -> list[EvaluationPoint]:
+        return self.points[: len(self.snapshots)]
+
+
+class ServerCheckpoint:
+    """The parameter server's shards plus the evaluation snapshots, as one ``.npz`` (the CheckpointStore state)."""
+
+    def __init__(self, server: ParameterServer, progress: Progress) -> None:
+        self.server, self.progress = server, progress
+
+    def write(self, prefix: str) -> None:
+        snapshots = {f"snapshot_{index:05d}": snapshot for index, snapshot in enumerate(self.progress.snapshots)}
+        np.savez(f"{prefix}.npz", **self.server.state(), **snapshots)
+
+    def read(self, prefix: str) -> None:
+        with np.load(f"{prefix}.npz") as saved:
+            self.server.restore({key: saved[key] for key in saved.files if key.startswith("shard")})
+            self.progress.snapshots = [saved[key] for key in sorted(saved.files) if key.startswith("snapshot_")]
+
+
+class ProgressMonitor(threading.Thread):
+    """Watches the server's applied steps: snapshots at evaluation points, checkpoints at epoch ends."""
+
+    def __init__(self, server: ParameterServer, progress: Progress, evaluations_per_epoch: int,
+                 on_epoch_end: Any) -> None:
+        super().__init__(name="downpour-monitor", daemon=True)
+        self.server, self.progress = server, progress
+        self.evaluations_per_epoch = evaluations_per_epoch
+        self.on_epoch_end = on_epoch_end
+        self.error: BaseException | None = None
+        self._stop_event = threading.Event()
+
+    def clock(self, at: float | None = None) -> float:
+        started = self.server.statistics.first_fetch_time
+        if started is None:
+            return self.progress.clock_offset_seconds
+        return self.progress.clock_offset_seconds + (at or time.perf_counter()) - started
+
+    def run(self) -> None:
+        try:
+            while not self._stop_event.wait(MONITOR_SECONDS):
+                self.take_due_snapshots()
+        except BaseException as error:  # surfaced by stop(): a failed checkpoint must fail the run
+            self.error = error
+
+    def take_due_snapshots(self) -> None:
+        applied = self.server.steps_applied()
+        while len(self.progress.snapshots) < len(self.progress.points):
+            point = self.progress.points[len(self.progress.snapshots)]
+            if applied < point.steps:
+                return
+            point.train_seconds = self.clock()
+            self.progress.snapshots.append(self.server.parameters())
+            if len(self.progress.snapshots) % self.evaluations_per_epoch == 0:
+                self.on_epoch_end(round(point.epoch))
+
+    def stop(self) -> float:
+        """Stop watching after the workers ended; returns the final training clock."""
+        self._stop_event.set()
+        self.join()
+        if self.error is not None:
+            raise self.error
+        self.take_due_snapshots()
+        last_push = self.server.statistics.last_push_time
+        return self.clock(last_push) if last_push is not None else self.progress.clock_offset_seconds
+
+
+def evaluation_points(total_steps_per_epoch: int, evaluations_per_epoch: int, first_epoch: int,
+                      epochs: int) -> list[EvaluationPoint]:
+    """Points at every evaluations_per_epoch-th of an epoch, counted in pushed steps from ``first_epoch`` on."""
+    points = []
+    for epoch in range(first_epoch, epochs):
+        for part in range(1, evaluations_per_epoch + 1):
+            steps = (epoch - first_epoch) * total_steps_per_epoch \
+                + round(part * total_steps_per_epoch / evaluations_per_epoch)
+            points.append(EvaluationPoint(epoch=epoch + part / evaluations_per_epoch, steps=steps))
+    return points
+
+
+# --- The strategy ------------------------------------------------------------------------------------------------
+
+
+def flatten(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.asarray(array, np.float32).ravel() for array in arrays])
+
+
+def unflatten(flat: np.ndarray, like: list[np.ndarray]) -> list[np.ndarray]:
+    parts = np.split(flat, np.cumsum([array.size for array in like])[:-1])
+    return [part.reshape(array.shape) for part, array in zip(parts, like, strict=True)]
+
+
+def steps_per_worker_epoch(shards_uri: str, spec: RunSpec) -> list[int]:
+    """Each worker's steps per epoch, from the shard manifest (a worker may hold several shards)."""
+    manifest = storage.require_manifest(shards_uri, sharding.DATASET_KIND)
+    rows = [shard["rows"] for shard in manifest["shards"]]
+    return [sum(rows[shard] for shard in sharding.shards_of_worker(rank, spec.total_workers, len(rows)))
+            // spec.batch_size_per_worker for rank in range(spec.total_workers)]
+
+
+class DownpourStrategy:
+    """Downpour SGD: sharded parameter server in the driver, workers as barrier tasks running child processes."""
+
+    name = "downpour"
+
+    def train(self, spec: RunSpec, shards_uri: str, test_uri: str, run_uri: str,
+              spark: SparkSession) -> TrainingResult:
+        from training.strategies.checkpoints import CheckpointStore, save_model
+        from training.strategies.evaluation_clock import correct_predictions
+        from training.strategies.parameter_server.server import ParameterServer
+        from training.workloads import get_workload
+
+        started = time.perf_counter()
+        workload = get_workload(spec.workload)
+        model = workload.build_model()
+        if model.non_trainable_weights:
+            raise ValueError(f"{spec.workload}: Downpour serves trainable parameters only; this model also has "
+                             f"non-trainable state ({model.non_trainable_weights[0].name}) that workers would "
+                             f"keep to themselves")
+        template = model.get_weights()
+        worker_steps = steps_per_worker_epoch(shards_uri, spec)
+        if min(worker_steps) < 1:
+            raise ValueError(f"a worker's shard is smaller than one batch of {spec.batch_size_per_worker}")
+        total_steps = sum(worker_steps)
+        checkpoints = CheckpointStore(run_uri)
+        resumed_from = checkpoints.latest_epoch()
+        node_cores = cores_per_node(spark, spec)
+        secret = secrets.token_bytes(32)  # per job: only this job's workers can fetch or push
+
+        with ParameterServer(flatten(template), spec.ps_shards, secret, spec.server_optimizer,
+                             spec.server_learning_rate, host=driver_host(spark)) as server:
+            progress = Progress(points=evaluation_points(total_steps, spec.evaluations_per_epoch, 0, spec.epochs))
+            state = ServerCheckpoint(server, progress)
+            statistics_before: dict[str, Any] = {}
+            if resumed_from:
+                history = checkpoints.restore(resumed_from, state)
+                progress.clock_offset_seconds = history["training_seconds"]
+                statistics_before = history["statistics"]
+                progress.points = [EvaluationPoint(**point) for point in history["points"]] + evaluation_points(
+                    total_steps, spec.evaluations_per_epoch, resumed_from, spec.epochs)
+                # Steps restart at zero in this job: count the new points from here.
+                log.info("[downpour] resuming after epoch %d from %s", resumed_from, checkpoints.where.uri)
+
+            def on_epoch_end(epoch: int) -> None:
+                history = {"training_seconds": monitor.clock(),
+                           "points": [vars(point) for point in progress.reached()],
+                           "statistics": _combined_statistics(statistics_before, server)}
+                checkpoints.save(epoch, state, history)
+                log.info("[downpour] epoch %d/%d pushed by all workers at %.1f s; checkpoint saved", epoch,
+                         spec.epochs, history["training_seconds"])
+
+            monitor = ProgressMonitor(server, progress, spec.evaluations_per_epoch, on_epoch_end)
+            job = {"spec": spec.to_mapping(), "shards_uri": shards_uri, "addresses": server.addresses,
+                   "bounds": server.bounds, "secret": secret.hex(), "threads": threads_per_worker(spec, node_cores),
+                   "start_epoch": resumed_from, "timeout_seconds": CALL_TIMEOUT_SECONDS, "wait_for_version": 0}
+            monitor.start()
+            try:
+                if resumed_from < spec.epochs:
+                    log.info("[downpour] %d workers (%s), %d parameter shards at %s", spec.total_workers, spec.config,
+                             spec.ps_shards, ", ".join(server.addresses))
+                    outcomes = _run_workers(spark, spec, job, resumed_from)
+                else:
+                    outcomes = []
+            finally:
+                training_seconds = monitor.stop()
+            statistics = _combined_statistics(statistics_before, server)
+            final_parameters = server.parameters()
+
+        lost = [outcome for outcome in outcomes if outcome["returncode"] != 0]
+        for outcome in lost:
+            log.warning("[downpour] worker %d was lost (exit status %d); the others carried on. Its last output:\n%s",
+                        outcome["rank"], outcome["returncode"], outcome["log_tail"])
+        if outcomes and len(lost) == len(outcomes):
+            raise RuntimeError(f"all {len(outcomes)} Downpour workers failed; the first said:\n{lost[0]['log_tail']}")
+
+        test_images, test_labels = workload.load_test(test_uri)
+        reached = progress.reached()
+        for point, snapshot in zip(reached, progress.snapshots, strict=True):
+            model.set_weights(unflatten(snapshot, template))
+            point.accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
+        model.set_weights(unflatten(final_parameters, template))
+        final_accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
+        epochs = _epoch_rows(spec, reached, outcomes, total_steps, training_seconds, final_accuracy,
+                             server_steps=statistics["steps_applied"], first_epoch=resumed_from)
+        evaluations = [{"train_seconds": point.train_seconds, "epoch": point.epoch, "val_accuracy": point.accuracy}
+                       for point in reached]
+        time_to_target = next((point.train_seconds for point in reached
+                               if point.accuracy >= spec.target_accuracy), None)
+        metrics, extra = _observations(statistics, outcomes, lost)
+        log.info("[downpour] %d pushes, %d fetches, %.1f MB moved, staleness mean %.2f max %d, %d worker(s) lost",
+                 statistics["pushes"], statistics["fetches"], metrics["bytes_moved"] / 1e6, metrics["staleness_mean"],
+                 metrics["staleness_max"], len(lost))
+        return TrainingResult(
+            epochs=epochs, evaluations=evaluations, wall_seconds=time.perf_counter() - started,
+            training_seconds=training_seconds, time_to_target_seconds=time_to_target,
+            model_uri=save_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
+            extra={"threads_per_worker": threads_per_worker(spec, node_cores), "steps_per_epoch": total_steps,
+                   **extra},
+            metrics=metrics,
+        )
+
+
+def _run_workers(spark: SparkSession, spec: RunSpec, job: dict[str, Any], resumed_from: int) -> list[dict]:
+    """All workers as one barrier stage; with a warm start, worker 0 trains alone first."""
+    from training.strategies.downpour_worker import wait_version
+
+    jobs = [job] * spec.total_workers
+    if spec.warm_start_steps and not resumed_from and spec.total_workers > 1:
+        version = wait_version(spec.n_push, spec.warm_start_steps)
+        jobs = [job] + [{**job, "wait_for_version": version}] * (spec.total_workers - 1)
+    task = functools.partial(_worker_task, jobs=jobs)
+    outcomes = spark.sparkContext.parallelize(range(spec.total_workers), spec.total_workers) \
+        .barrier().mapPartitions(task).collect()
+    return sorted(outcomes, key=lambda outcome: outcome["rank"])
+
+
+def _worker_task(partitions: Iterator[int], jobs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    from pyspark import BarrierTaskContext
+
+    return run_worker_process(partitions, jobs[BarrierTaskContext.get().partitionId()])
+
+
+def _combined_statistics(before: dict[str, Any], server: ParameterServer) -> dict[str, Any]:
+    """The server's counters plus those of earlier attempts of this run; staleness as value → count."""
+    current = server.statistics
+    staleness = collections.Counter({int(value): count for value, count in before.get("staleness", {}).items()})
+    staleness.update(current.staleness)
+    return {"fetches": before.get("fetches", 0) + current.fetches,
+            "pushes": before.get("pushes", 0) + current.pushes,
+            "rejected": before.get("rejected", 0) + current.rejected,
+            "bytes_moved": before.get("bytes_moved", 0) + current.bytes_in + current.bytes_out,
+            "steps_applied": server.steps_applied(),
+            "staleness": {str(value): count for value, count in sorted(staleness.items())}}
+
+
+def _observations(statistics: dict[str, Any], outcomes: list[dict], lost: list[dict]) -> tuple[dict, dict]:
+    """MLflow metrics (numbers) and tags/extras of a run."""
+    counts = {int(value): count for value, count in statistics["staleness"].items()}
+    pushes = sum(counts.values())
+    worker_totals = [outcome["totals"] for outcome in outcomes if outcome["totals"]]
+    busy = [sum(row["seconds"] for row in outcome["epochs"]) for outcome in outcomes if outcome["totals"]]
+    metrics = {
+        "pushes": statistics["pushes"], "fetches": statistics["fetches"], "bytes_moved": statistics["bytes_moved"],
+        "rejected_messages": statistics["rejected"],
+        "staleness_mean": sum(value * count for value, count in counts.items()) / pushes if pushes else 0.0,
+        "staleness_max": max(counts, default=0), "lost_workers": len(lost),
+    }
+    if worker_totals and sum(busy) > 0:
+        metrics["communication_fraction"] = sum(totals["communication_seconds"] for totals in worker_totals) \
+            / sum(busy)
+    extra = {"lost_workers": len(lost), "lost_worker_ranks": ",".join(str(o["rank"]) for o in lost) or "none",
+             "staleness_counts": statistics["staleness"]}
+    return metrics, extra
+
+
+def _epoch_rows(spec: RunSpec, reached: list[EvaluationPoint], outcomes: list[dict], total_steps: int,
+                training_seconds: float, final_accuracy: float, server_steps: int,
+                first_epoch: int) -> list[dict[str, Any]]:
+    """Shared per-epoch metrics: an epoch ends when all workers' pushed steps complete it; train loss and
+    accuracy are the workers' own, weighted by examples (unknown for epochs of an earlier attempt)."""
+    ends = [point for point in reached if abs(point.epoch - round(point.epoch)) < 1e-9]
+    rows, previous_clock = [], 0.0
+    for point in ends:
+        rows.append(_row(round(point.epoch), outcomes, total_steps * spec.batch_size_per_worker,
+                         point.train_seconds - previous_clock, point.accuracy))
+        previous_clock = point.train_seconds
+    if len(ends) < spec.epochs and outcomes:  # lost workers: the last epoch was never completed
+        # Steps count from this job's start; an end reached by an earlier attempt lies before it.
+        last_end_steps = ends[-1].steps if ends and round(ends[-1].epoch) > first_epoch else 0
+        partial_steps = server_steps - last_end_steps
+        if partial_steps > 0 and training_seconds > previous_clock:
+            rows.append(_row(len(ends) + 1, outcomes, partial_steps * spec.batch_size_per_worker,
+                             training_seconds - previous_clock, final_accuracy))
+    return rows
+
+
+def _row(epoch: int, outcomes: list[dict], samples: int, seconds: float, accuracy: float) -> dict[str, Any]:
+    reports = [row for outcome in outcomes for row in outcome["epochs"] if row["epoch"] == epoch]
+    examples = sum(row["examples"] for row in reports)
+    return {"epoch": epoch,
+            "train_loss": sum(row["train_loss"] * row["examples"] for row in reports) / examples if examples else None,
+            "train_accuracy": sum(row["train_accuracy"] * row["examples"] for row in reports) / examples
+            if examples else None,
+            "val_accuracy": accuracy, "epoch_seconds": seconds, "samples_per_second": samples / seconds}

@@ -1,0 +1,191 @@
+"""One Downpour SGD worker (Dean et al. 2012, the DownpourSGDClient): a process of its own, started by a Spark
+barrier task, that trains on its shard and talks only to the parameter server.
+
+Every ``n_fetch`` steps it replaces its parameters with the server's; every step it computes a gradient, adds it
+to an accumulator and takes a local step; every ``n_push`` steps it pushes the accumulated gradient. It never
+waits for another worker. Being a child process lets the Spark task outlive it: a worker that dies is recorded
+as lost while the others finish.
+
+    python -m training.strategies.downpour_worker --rank 0 --report /tmp/report.jsonl < job.json
+
+The job (run spec, shards, server addresses and the per-job secret) arrives on stdin, so the secret never
+appears in a process listing. One JSON line per finished epoch, and a last one with totals, go to ``--report``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Ask Linux to kill this process when its parent (the Spark task) goes, so no worker outlives its job."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        return  # not Linux: the server's call timeouts still end an orphan
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        sys.exit("parent process is gone")
+
+
+class Report:
+    """Append-only JSON lines, flushed at once: what a killed worker finished is still there."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, row: dict[str, Any]) -> None:
+        with self.path.open("a") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+
+def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, Any]:
+    """The DownpourSGDClient loop; returns the worker's totals."""
+    import tensorflow as tf
+
+    from training.config import RunSpec
+    from training.strategies.horovod import training_dataset
+    from training.strategies.parameter_server.client import ParameterClient
+    from training.workloads import get_workload
+
+    spec = RunSpec.from_mapping(job["spec"])
+    tf.config.threading.set_intra_op_parallelism_threads(job["threads"])
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    tf.get_logger().setLevel("ERROR")
+    tf.keras.utils.set_random_seed(spec.seed + rank)
+
+    workload = get_workload(spec.workload)
+    images, labels = workload.load_shard(job["shards_uri"], rank, spec.total_workers)
+    steps_per_epoch = len(labels) // spec.batch_size_per_worker
+    if steps_per_epoch < 1:
+        raise ValueError(f"worker {rank}: a shard of {len(labels)} examples is smaller than one batch of "
+                         f"{spec.batch_size_per_worker}")
+    start_epoch = job["start_epoch"]
+    dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + 1000 * rank + start_epoch)
+
+    model = workload.build_model()
+    variables = model.trainable_variables
+    sizes = [int(np.prod(variable.shape)) for variable in variables]
+    loss_function = workload.make_loss()
+    # The local step between pushes uses the server's rule and rate, so local and server steps have one scale.
+    if spec.server_optimizer == "adagrad":
+        local_optimizer = tf.keras.optimizers.legacy.Adagrad(spec.server_learning_rate, initial_accumulator_value=0.1)
+    else:
+        local_optimizer = tf.keras.optimizers.legacy.SGD(spec.server_learning_rate)
+    accumulated = [tf.Variable(tf.zeros_like(variable), trainable=False) for variable in variables]
+
+    @tf.function
+    def train_step(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            logits = model(images, training=True)
+            loss = loss_function(labels, logits)
+        gradients = tape.gradient(loss, variables)
+        for total, gradient in zip(accumulated, gradients, strict=True):
+            total.assign_add(gradient)
+        local_optimizer.apply_gradients(zip(gradients, variables, strict=True))
+        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=labels.dtype), labels),
+                                        tf.float32))
+        return loss, correct
+
+    @tf.function
+    def take_accumulated() -> tf.Tensor:
+        flat = tf.concat([tf.reshape(total, [-1]) for total in accumulated], axis=0)
+        for total in accumulated:
+            total.assign(tf.zeros_like(total))
+        return flat
+
+    @tf.function
+    def set_parameters(flat: tf.Tensor) -> None:
+        for variable, part in zip(variables, tf.split(flat, sizes), strict=True):
+            variable.assign(tf.reshape(part, variable.shape))
+
+    client = ParameterClient(job["addresses"], [tuple(bound) for bound in job["bounds"]],
+                             bytes.fromhex(job["secret"]), worker=rank, timeout_seconds=job["timeout_seconds"])
+    communication_seconds = 0.0
+
+    def fetch() -> None:
+        nonlocal communication_seconds
+        started = time.perf_counter()
+        parameters = client.fetch()
+        communication_seconds += time.perf_counter() - started
+        set_parameters(parameters)
+
+    def push(steps: int) -> None:
+        nonlocal communication_seconds
+        gradient = take_accumulated().numpy()
+        started = time.perf_counter()
+        client.push(gradient, steps)
+        communication_seconds += time.perf_counter() - started
+
+    with client:
+        if job["wait_for_version"]:  # warm start: worker 0 trains alone until the server reached this version
+            print(f"[downpour] worker {rank} waits for the warm start ({job['wait_for_version']} pushes)", flush=True)
+            client.fetch()
+            while client.versions[0] < job["wait_for_version"]:
+                time.sleep(0.2)
+                client.fetch()
+        batches = iter(dataset)
+        step, unpushed = 0, 0
+        for epoch in range(start_epoch, spec.epochs):
+            epoch_started = time.perf_counter()
+            losses, corrects = [], []
+            for _ in range(steps_per_epoch):
+                if step % spec.n_fetch == 0:
+                    fetch()
+                batch_images, batch_labels = next(batches)
+                loss, correct = train_step(batch_images, batch_labels)
+                losses.append(loss)
+                corrects.append(correct)
+                step += 1
+                unpushed += 1
+                if unpushed == spec.n_push:
+                    push(unpushed)
+                    unpushed = 0
+            seconds = time.perf_counter() - epoch_started
+            examples = steps_per_epoch * spec.batch_size_per_worker
+            row = {"epoch": epoch + 1, "train_loss": float(tf.reduce_mean(losses)),
+                   "train_accuracy": float(tf.reduce_sum(corrects)) / examples, "examples": examples,
+                   "seconds": seconds}
+            report.write(row)
+            print(f"[downpour] worker {rank} epoch {epoch + 1}/{spec.epochs}: loss {row['train_loss']:.4f} "
+                  f"accuracy {row['train_accuracy']:.4f} {seconds:.1f} s {examples / seconds:.0f} samples/s",
+                  flush=True)
+        if unpushed:
+            push(unpushed)
+        totals = {"done": True, "steps": step, "steps_per_epoch": steps_per_epoch,
+                  "bytes_sent": client.bytes_sent, "bytes_received": client.bytes_received,
+                  "communication_seconds": communication_seconds}
+    report.write(totals)
+    return totals
+
+
+def wait_version(pushes: int, steps: int) -> int:
+    """The shard version worker 0 reaches after ``steps`` warm-start steps pushed every ``pushes`` steps."""
+    return math.ceil(steps / pushes) if steps else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rank", type=int, required=True, help="this worker's number, 0 … workers − 1")
+    parser.add_argument("--report", type=Path, required=True, help="JSON-lines file for per-epoch results")
+    parser.add_argument("--parent-pid", type=int, default=0, help="exit with this process (the Spark task)")
+    args = parser.parse_args(argv)
+    if args.parent_pid:
+        die_with_parent(args.parent_pid)
+    train_worker(json.loads(sys.stdin.read()), args.rank, Report(args.report))
+
+
+if __name__ == "__main__":
+    main()
