@@ -39,7 +39,7 @@ MNIST_MODEL = Asset(name="mnist_elastic_cnn_model", uri="x-cloudburst://models/m
     max_active_runs=1,
     params=run_params(),
     default_args={"retries": 1, "retry_delay": datetime.timedelta(seconds=15)},
-    tags=["cloudburst", "mnist", "horovod"],
+    tags=["cloudburst", "mnist", "horovod", "downpour", "averaging"],
 )
 def mnist_elastic_cnn():
     @task(task_id="validate_run", retries=0)

@@ -34,7 +34,7 @@ pytestmark = pytest.mark.spark
 def small_spec(spark, tmp_path_factory) -> RunSpec:
     root = tmp_path_factory.mktemp("downpour")
     spec = RunSpec(strategy="downpour", train_limit=2000, test_limit=500, epochs=2, batch_size_per_worker=32,
-                   workers_per_node=2, server_learning_rate=0.1, data_root=str(root / "data"),
+                   workers_per_node=2, data_root=str(root / "data"),
                    tracking_uri=f"sqlite:///{root / 'mlflow.db'}", run_name="small")
     prepare_datasets(spark, spec)
     return spec
@@ -53,12 +53,12 @@ def test_two_asynchronous_workers_learn_through_the_parameter_server(spark, smal
     seconds = [evaluation["train_seconds"] for evaluation in result.evaluations]
     assert seconds == sorted(seconds) and seconds[0] > 0
     # 2,000 examples per worker (k=1 doubles 2,000 images) at batch 32: 62 steps per epoch. Every worker pushes
-    # and fetches every 4 of its steps, to each of the 2 server shards.
+    # and fetches every 4 of its steps (and fetches once before its first), from each of the 2 server shards.
     worker_steps = 62 * small_spec.epochs
-    messages = small_spec.total_workers * -(-worker_steps // 4) * small_spec.ps_shards
+    workers, shards = small_spec.total_workers, small_spec.ps_shards
     assert result.extra["steps_per_epoch"] == 2 * 62
-    assert result.metrics["pushes"] == messages
-    assert result.metrics["fetches"] == messages
+    assert result.metrics["pushes"] == workers * -(-worker_steps // small_spec.n_push) * shards
+    assert result.metrics["fetches"] == workers * (1 + -(-worker_steps // small_spec.n_fetch)) * shards
     assert result.metrics["bytes_moved"] > 0 and result.metrics["lost_workers"] == 0
     assert result.metrics["staleness_max"] >= result.metrics["staleness_mean"] >= 0
     assert sum(result.extra["staleness_counts"].values()) == result.metrics["pushes"]

@@ -10,7 +10,7 @@ import pytest
 import zmq
 
 from training.strategies.parameter_server import protocol
-from training.strategies.parameter_server.client import ParameterClient, ServerError
+from training.strategies.parameter_server.client import BackgroundClient, ParameterClient, ServerError
 from training.strategies.parameter_server.protocol import Kind, Message
 from training.strategies.parameter_server.server import ParameterServer
 from training.strategies.parameter_server.shards import ParameterShard
@@ -121,3 +121,35 @@ def test_stop_ends_every_serving_thread():
     threads = list(server._threads)
     server.stop()
     assert not any(thread.is_alive() for thread in threads)
+
+
+def test_background_client_pushes_and_fetches_off_the_worker_thread(server):
+    client = BackgroundClient(lambda: client_for(server))
+    start = client.fetch_now()
+    assert np.array_equal(start, np.linspace(-1, 1, 101, dtype=np.float32))
+    client.push(np.full(101, 0.5, np.float32), steps=4)
+    client.request_fetch()  # queued behind the push: it sees the update
+    deadline = time.monotonic() + 5
+    while (fetched := client.take_fetched()) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    client.close()
+    assert fetched is not None and not np.array_equal(fetched, start)
+    assert client.versions == [1, 1, 1] and server.statistics.pushes == 3
+    assert server.steps_applied() == 4
+
+
+def test_background_client_raises_a_failure_at_the_next_call():
+    context = zmq.Context()
+    silent = context.socket(zmq.ROUTER)  # accepts the connection, never answers
+    silent.setsockopt(zmq.LINGER, 0)
+    port = silent.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        client = BackgroundClient(lambda: ParameterClient([f"tcp://127.0.0.1:{port}"], [(0, 4)], SECRET, worker=0,
+                                                          timeout_seconds=0.3))
+        with pytest.raises(TimeoutError, match="did not answer"):
+            client.fetch_now()
+        with pytest.raises(TimeoutError):
+            client.close()
+    finally:
+        silent.close()
+        context.term()

@@ -192,7 +192,7 @@ class RunSpec:
     n_push: int = 4
     ps_shards: int = 2
     server_optimizer: str = "adagrad"
-    server_learning_rate: float = 0.02
+    server_learning_rate: float = 0.1
     warm_start_steps: int = 0
     existing_shards: str = ""
     data_root: str = ""

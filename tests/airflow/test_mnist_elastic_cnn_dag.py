@@ -116,3 +116,8 @@ def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_m
     artifacts = {item.path for item in client.list_artifacts(run.info.run_id)}
     assert {"learning_curves.png", "confusion_matrix.png", "shard_manifest.json", "run_spec.json"} <= artifacts
     assert client.search_logged_models([experiment.experiment_id]), "the model was not logged"
+    if strategy == "downpour":  # the parameter server's observations
+        assert metrics["lost_workers"] == 0 and metrics["pushes"] > 0 and metrics["bytes_moved"] > 0
+        assert metrics["staleness_max"] >= metrics["staleness_mean"] >= 0
+        assert "staleness_histogram.png" in artifacts
+        assert params["n_push"] == "4" and params["server_optimizer"] == "adagrad"

@@ -89,7 +89,7 @@ def _json_bytes(content: dict[str, Any]) -> bytes:
 
 
 def training_session(spec: RunSpec, master: str | None = None) -> SparkSession:
-    """A session with a task slot per worker: in local mode Horovod needs all its processes running at once."""
+    """A session with a task slot per worker: in local mode Horovod and Downpour need all workers running at once."""
     from training.jobs.spark_session import spark_session
 
     spark = spark_session("cloudburst-train", master)

@@ -57,7 +57,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
 
     from training.config import RunSpec
     from training.strategies.horovod import training_dataset
-    from training.strategies.parameter_server.client import ParameterClient
+    from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
     from training.workloads import get_workload
 
     spec = RunSpec.from_mapping(job["spec"])
@@ -111,39 +111,48 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
         for variable, part in zip(variables, tf.split(flat, sizes), strict=True):
             variable.assign(tf.reshape(part, variable.shape))
 
-    client = ParameterClient(job["addresses"], [tuple(bound) for bound in job["bounds"]],
-                             bytes.fromhex(job["secret"]), worker=rank, timeout_seconds=job["timeout_seconds"])
-    communication_seconds = 0.0
+    # A fetch arrives n_fetch steps after it was requested; the local steps taken meanwhile are not in it yet
+    # (their gradients are pushed only now), so they are kept: parameters = fetched + (local now − local then).
+    at_request = [tf.Variable(tf.zeros_like(variable), trainable=False) for variable in variables]
 
-    def fetch() -> None:
-        nonlocal communication_seconds
-        started = time.perf_counter()
-        parameters = client.fetch()
-        communication_seconds += time.perf_counter() - started
-        set_parameters(parameters)
+    @tf.function
+    def remember_parameters() -> None:
+        for saved, variable in zip(at_request, variables, strict=True):
+            saved.assign(variable)
 
-    def push(steps: int) -> None:
-        nonlocal communication_seconds
-        gradient = take_accumulated().numpy()
-        started = time.perf_counter()
-        client.push(gradient, steps)
-        communication_seconds += time.perf_counter() - started
+    @tf.function
+    def apply_fetched(flat: tf.Tensor) -> None:
+        for variable, saved, part in zip(variables, at_request, tf.split(flat, sizes), strict=True):
+            variable.assign(tf.reshape(part, variable.shape) + variable - saved)
 
-    with client:
+    def connect() -> ParameterClient:
+        return ParameterClient(job["addresses"], [tuple(bound) for bound in job["bounds"]],
+                               bytes.fromhex(job["secret"]), worker=rank, timeout_seconds=job["timeout_seconds"])
+
+    # As in the paper's client, fetches and pushes run asynchronously: a push is on the wire while the next steps
+    # compute, and a fetch requested at step s is applied at step s + n_fetch (or later, if it is still on the way).
+    client = BackgroundClient(connect)
+    try:
+        set_parameters(client.fetch_now())
         if job["wait_for_version"]:  # warm start: worker 0 trains alone until the server reached this version
             print(f"[downpour] worker {rank} waits for the warm start ({job['wait_for_version']} pushes)", flush=True)
-            client.fetch()
             while client.versions[0] < job["wait_for_version"]:
                 time.sleep(0.2)
-                client.fetch()
+                set_parameters(client.fetch_now())
         batches = iter(dataset)
-        step, unpushed = 0, 0
+        step, unpushed, fetch_pending = 0, 0, False
         for epoch in range(start_epoch, spec.epochs):
             epoch_started = time.perf_counter()
             losses, corrects = [], []
             for _ in range(steps_per_epoch):
                 if step % spec.n_fetch == 0:
-                    fetch()
+                    if fetch_pending and (fetched := client.take_fetched()) is not None:
+                        apply_fetched(fetched)
+                        fetch_pending = False
+                    if not fetch_pending:
+                        remember_parameters()
+                        client.request_fetch()
+                        fetch_pending = True
                 batch_images, batch_labels = next(batches)
                 loss, correct = train_step(batch_images, batch_labels)
                 losses.append(loss)
@@ -151,7 +160,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
                 step += 1
                 unpushed += 1
                 if unpushed == spec.n_push:
-                    push(unpushed)
+                    client.push(take_accumulated().numpy(), unpushed)
                     unpushed = 0
             seconds = time.perf_counter() - epoch_started
             examples = steps_per_epoch * spec.batch_size_per_worker
@@ -163,10 +172,11 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
                   f"accuracy {row['train_accuracy']:.4f} {seconds:.1f} s {examples / seconds:.0f} samples/s",
                   flush=True)
         if unpushed:
-            push(unpushed)
-        totals = {"done": True, "steps": step, "steps_per_epoch": steps_per_epoch,
-                  "bytes_sent": client.bytes_sent, "bytes_received": client.bytes_received,
-                  "communication_seconds": communication_seconds}
+            client.push(take_accumulated().numpy(), unpushed)
+    finally:
+        client.close()
+    totals = {"done": True, "steps": step, "steps_per_epoch": steps_per_epoch, "bytes_sent": client.bytes_sent,
+              "bytes_received": client.bytes_received, "communication_seconds": client.waiting_seconds}
     report.write(totals)
     return totals
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import zmq
@@ -85,3 +89,90 @@ class ParameterClient:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class BackgroundClient:
+    """A ParameterClient on a thread of its own, like the DownpourSGDClient's "start asynchronously" calls: the
+    worker keeps computing while the previous push or fetch is on the wire. At most ``depth`` requests wait in
+    line (then the worker waits: it must not outrun the network without bound); the first failure (a timeout, a
+    rejection) is raised at the worker's next call."""
+
+    def __init__(self, make_client: Callable[[], ParameterClient], depth: int = 2) -> None:
+        self._requests: queue.Queue[tuple[Any, ...] | None] = queue.Queue(maxsize=depth)
+        self._fetched: np.ndarray | None = None
+        self._fetched_ready = threading.Event()
+        self._lock = threading.Lock()
+        self._error: BaseException | None = None
+        self.versions: list[int] = []
+        self.bytes_sent = self.bytes_received = 0
+        self.waiting_seconds = 0.0  # time the worker spent blocked on communication
+        self._thread = threading.Thread(target=self._run, args=(make_client,), name="parameter-client", daemon=True)
+        self._thread.start()
+
+    def _run(self, make_client: Callable[[], ParameterClient]) -> None:
+        try:
+            with make_client() as client:
+                while (request := self._requests.get()) is not None:
+                    if request[0] == "push":
+                        client.push(request[1], request[2])
+                    else:
+                        parameters = client.fetch()
+                        with self._lock:
+                            self._fetched, self.versions = parameters, list(client.versions)
+                        self._fetched_ready.set()
+                    self.bytes_sent, self.bytes_received = client.bytes_sent, client.bytes_received
+        except BaseException as error:  # handed to the worker thread
+            self._error = error
+            self._fetched_ready.set()
+
+    def _put(self, request: tuple[Any, ...] | None) -> None:
+        started = time.perf_counter()
+        while True:
+            self._raise_failure()
+            try:
+                self._requests.put(request, timeout=0.5)
+                break
+            except queue.Full:
+                continue
+        self.waiting_seconds += time.perf_counter() - started
+
+    def _raise_failure(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if not self._thread.is_alive():
+            raise RuntimeError("the parameter-client thread has stopped")
+
+    def push(self, gradient: np.ndarray, steps: int) -> None:
+        """Queue a push of a gradient accumulated over ``steps`` steps; returns at once unless the line is full."""
+        self._put(("push", gradient, steps))
+
+    def request_fetch(self) -> None:
+        self._put(("fetch",))
+
+    def take_fetched(self) -> np.ndarray | None:
+        """The newest fetched parameters not taken yet, or None when no fetch has completed since."""
+        with self._lock:
+            fetched, self._fetched = self._fetched, None
+            self._fetched_ready.clear()
+        return fetched
+
+    def fetch_now(self) -> np.ndarray:
+        """Fetch and wait for the answer."""
+        started = time.perf_counter()
+        self.take_fetched()
+        self.request_fetch()
+        while True:
+            self._fetched_ready.wait(0.5)
+            self._raise_failure()
+            fetched = self.take_fetched()
+            if fetched is not None:
+                self.waiting_seconds += time.perf_counter() - started
+                return fetched
+
+    def close(self) -> None:
+        """Send what is queued, stop the thread, and raise its failure if it had one."""
+        if self._thread.is_alive() and self._error is None:
+            self._put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
