@@ -63,11 +63,11 @@ def _preview(args: argparse.Namespace) -> None:
 
 def _train(args: argparse.Namespace) -> None:
     from training.config import RunSpec
-    from training.jobs.train import check_inputs, train_run, training_session
+    from training.jobs.train import check_inputs, train_and_stop
 
     spec = RunSpec.from_args(args)
     check_inputs(spec)  # before the JVM starts
-    train_run(training_session(spec, args.master), spec)
+    train_and_stop(spec, args.master)
 
 
 def _evaluate(args: argparse.Namespace) -> None:

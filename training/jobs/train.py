@@ -108,7 +108,17 @@ def main(argv: list[str] | None = None) -> None:
     configure_logging()
     spec = RunSpec.from_args(parser.parse_args(argv))
     check_inputs(spec)  # fail before the JVM starts
-    train_run(training_session(spec), spec)
+    train_and_stop(spec)
+
+
+def train_and_stop(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
+    """Train in a session of its own and stop it: a barrier stage (Downpour) leaves a non-daemon timer thread in
+    the JVM that keeps spark-submit alive after the Python driver ends, unless the context is stopped."""
+    spark = training_session(spec, master)
+    try:
+        return train_run(spark, spec)
+    finally:
+        spark.stop()
 
 
 if __name__ == "__main__":

@@ -54,9 +54,9 @@ def run_worker_process(partitions: Iterator[int], job: dict[str, Any]) -> Iterat
     """A Spark barrier task: start this rank's worker process, forward its output, report how it ended."""
     from pyspark import BarrierTaskContext
 
-    context = BarrierTaskContext.get()
-    rank = context.partitionId()
-    context.barrier()  # gang start: every worker is scheduled before any begins
+    # The barrier stage already gang-schedules the workers (all start together, or none). No barrier() call:
+    # in Spark 3.5 its first use starts a non-daemon JVM timer that keeps spark-submit from ever exiting.
+    rank = BarrierTaskContext.get().partitionId()
     with tempfile.TemporaryDirectory(prefix=f"cloudburst-downpour-{rank}-") as directory:
         report = Path(directory) / "report.jsonl"
         command = [sys.executable, "-m", "training.strategies.downpour_worker", "--rank", str(rank),
