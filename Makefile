@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo bench clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo bench bench-strategies clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -39,10 +39,14 @@ airflow-down:  ## stop them
 mlflow-ui: setup  ## MLflow UI in the foreground (Ctrl-C stops it)
 	infra/mlflow-ui.sh
 
-bench: setup-training  ## elastic augmentation vs SciPy, the data pipeline's wall time, and training scaling
+bench: setup-training  ## elastic augmentation vs SciPy, the data pipeline, Horovod scaling, strategies vs Elephas
 	$(TRAINING_BIN)/python bench/elastic_augmentation.py
 	$(TRAINING_BIN)/python bench/data_pipeline.py
 	$(TRAINING_BIN)/python bench/scaling.py
+	$(TRAINING_BIN)/python bench/strategies.py
+
+bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elephas and the ceiling side by side (~35 min)
+	$(TRAINING_BIN)/python bench/strategies.py
 
 clean:  ## remove datasets and stores under var/ (environments stay)
 	rm -rf var spark-warehouse metastore_db derby.log

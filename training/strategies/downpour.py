@@ -346,7 +346,7 @@ def _observations(statistics: dict[str, Any], outcomes: list[dict], lost: list[d
         metrics["communication_fraction"] = sum(totals["communication_seconds"] for totals in worker_totals) \
             / sum(busy)
     extra = {"lost_workers": len(lost), "lost_worker_ranks": ",".join(str(o["rank"]) for o in lost) or "none",
-             "staleness_counts": statistics["staleness"]}
+             "staleness_counts": statistics["staleness"], "workers": worker_totals}
     return metrics, extra
 
 

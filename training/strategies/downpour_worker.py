@@ -139,6 +139,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
             while client.versions[0] < job["wait_for_version"]:
                 time.sleep(0.2)
                 set_parameters(client.fetch_now())
+        joined_at_version = client.versions[0]
         batches = iter(dataset)
         step, unpushed, fetch_pending = 0, 0, False
         for epoch in range(start_epoch, spec.epochs):
@@ -175,7 +176,8 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
             client.push(take_accumulated().numpy(), unpushed)
     finally:
         client.close()
-    totals = {"done": True, "steps": step, "steps_per_epoch": steps_per_epoch, "bytes_sent": client.bytes_sent,
+    totals = {"done": True, "rank": rank, "steps": step, "steps_per_epoch": steps_per_epoch,
+              "joined_at_version": joined_at_version, "bytes_sent": client.bytes_sent,
               "bytes_received": client.bytes_received, "communication_seconds": client.waiting_seconds}
     report.write(totals)
     return totals

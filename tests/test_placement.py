@@ -1,0 +1,39 @@
+"""Workers per node: the same placement rule for every strategy, in local mode and on a cluster."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from training.config import RunSpec
+from training.strategies.placement import cores_per_node, driver_host, threads_per_worker
+
+
+def cluster_session(executor_cores: str, driver: str = "edge-node-1") -> SimpleNamespace:
+    """What the placement rule reads from a cluster session: its master and two settings."""
+    settings = {"spark.executor.cores": executor_cores, "spark.driver.host": driver}
+    return SimpleNamespace(sparkContext=SimpleNamespace(master="spark://master:7077"),
+                           conf=SimpleNamespace(get=lambda key, default=None: settings.get(key, default)))
+
+
+@pytest.mark.spark
+def test_local_mode_splits_this_machines_cores_between_simulated_nodes_and_their_workers(spark):
+    cores = os.cpu_count() or 1
+    assert cores_per_node(spark, RunSpec(nodes=1, workers_per_node=2)) == cores
+    assert cores_per_node(spark, RunSpec(nodes=2, workers_per_node=1)) == max(1, cores // 2)
+    assert driver_host(spark) == "127.0.0.1"
+
+
+def test_on_a_cluster_a_node_has_its_executors_cores_shared_by_its_workers():
+    session = cluster_session(executor_cores="16")
+    spec = RunSpec(nodes=4, workers_per_node=4)
+    assert cores_per_node(session, spec) == 16
+    assert threads_per_worker(spec, 16) == 4
+    assert driver_host(session) == "edge-node-1"
+
+
+def test_threads_per_worker_is_never_zero_and_an_explicit_value_wins():
+    assert threads_per_worker(RunSpec(workers_per_node=4), node_cores=2) == 1
+    assert threads_per_worker(RunSpec(workers_per_node=2, threads_per_worker=3), node_cores=2) == 3
