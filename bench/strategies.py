@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from scaling import BENCH_ROOT, ceiling, median_throughput, prepare
+from scaling import row as scaling_row
 
 from training import storage
 
@@ -69,14 +70,10 @@ def model_bytes(spec) -> int:
 
 
 def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:
-    rate = measured.get("samples_per_second") or median_throughput(measured["epochs"])
-    target = measured.get("time_to_target_seconds")
-    accuracy = measured.get("final_accuracy")
+    """The scaling benchmark's row plus the bytes moved."""
     moved = measured.get("bytes_moved")
     moved_text = "–" if moved is None else f"{'≈' if measured.get('bytes_estimated') else ''}{moved / 1e9:,.2f} GB"
-    return (f"| {name:<26} | {rate:>9,.0f} | {rate / ceiling_rate:>7.0%} | "
-            f"{f'{target:,.1f}' if target else 'not reached':>12} | "
-            f"{f'{100 * accuracy:.2f} %' if accuracy is not None else '–':>9} | {moved_text:>10} |")
+    return f"{scaling_row(name, measured, ceiling_rate)} {moved_text:>10} |"
 
 
 def main() -> None:
@@ -136,8 +133,8 @@ def main() -> None:
     ceiling_rate = results["ceiling (2 × 1 thread)"]["samples_per_second"]
     print(f"\n## Strategies, 2 workers × 1 thread, batch {args.batch} per worker (one run, "
           f"{time.perf_counter() - started:.0f} s)\n")
-    print(f"| {'configuration':<26} | samples/s | ceiling | s to {args.target:.1%} | final acc | bytes moved |")
-    print(f"|{'-' * 28}|-----------|---------|--------------|-----------|------------|")
+    print(f"| {'configuration':<24} | samples/s | ceiling | s to {args.target:.1%} | final acc | bytes moved |")
+    print(f"|{'-' * 26}|-----------|---------|--------------|-----------|------------|")
     for name, measured in results.items():
         print(row(name, measured, ceiling_rate))
     summarise(results, ceiling_rate, args.target)

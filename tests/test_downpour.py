@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from pipeline_data import prepare_datasets
+from training_jobs import kill_job_after_first_checkpoint, retry_job
 
 from training import storage
 from training.config import RunSpec
 from training.jobs.train import RESULT_FILE
-from training.strategies.checkpoints import CheckpointStore
 from training.strategies.downpour import (
     DownpourStrategy,
     Progress,
@@ -142,28 +140,13 @@ def test_evaluation_points_split_every_epoch_evenly_in_pushed_steps():
 
 def test_a_killed_downpour_job_resumes_from_the_server_checkpoint(small_spec):
     spec = small_spec.with_changes(epochs=12, run_name="job-killed")
-    command = [sys.executable, "-m", "training.jobs.train", *spec.to_args()]
-    environment = {**os.environ, "CLOUDBURST_SPARK_UI": "false"}
-    checkpoints = CheckpointStore(spec.run_uri())
-    job = subprocess.Popen(command, env=environment, start_new_session=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 240
-        while checkpoints.latest_epoch() < 1 and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert checkpoints.latest_epoch() >= 1, "no checkpoint written before the deadline"
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)  # driver (and with it the parameter server), Spark and the workers
-        job.wait()
-    killed_after = checkpoints.latest_epoch()
-    assert killed_after < spec.epochs, "the job finished before it could be killed; make epochs longer"
+    killed_after = kill_job_after_first_checkpoint(spec)  # driver (and with it the parameter server) and workers
     deadline = time.monotonic() + 10  # orphaned workers die with their Spark task (PR_SET_PDEATHSIG)
     while (worker_process(0) or worker_process(1)) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert worker_process(0) is None and worker_process(1) is None
 
-    retry = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600)
-    assert retry.returncode == 0, retry.stderr[-3000:]
+    retry = retry_job(spec)
     assert "resuming after epoch" in retry.stdout + retry.stderr
     result = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))["result"]
     assert result["resumed_from_epoch"] >= killed_after

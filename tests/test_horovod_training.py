@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from pipeline_data import prepare_datasets
+from training_jobs import kill_job_after_first_checkpoint, retry_job
 
 from training import storage
 from training.config import RunSpec
 from training.jobs.train import RESULT_FILE, train_run
-from training.strategies.checkpoints import CheckpointStore
 from training.strategies.horovod import HorovodStrategy
 
 pytestmark = pytest.mark.spark
@@ -54,25 +51,10 @@ def test_a_finished_run_is_not_trained_again(spark, small_spec):
 
 def test_a_killed_training_job_resumes_from_its_last_checkpoint(small_spec):
     spec = RunSpec(**{**small_spec.to_mapping(), "epochs": 8, "run_name": "killed"})
-    command = [sys.executable, "-m", "training.jobs.train", *spec.to_args()]
-    environment = {**os.environ, "CLOUDBURST_SPARK_UI": "false"}
-    checkpoints = CheckpointStore(spec.run_uri())
-    job = subprocess.Popen(command, env=environment, start_new_session=True, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 240
-        while checkpoints.latest_epoch() < 1 and job.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert checkpoints.latest_epoch() >= 1, "no checkpoint written before the deadline"
-    finally:
-        os.killpg(job.pid, signal.SIGKILL)  # the driver, Spark and the Horovod ranks: a node dying mid-run
-        job.wait()
-    killed_after = checkpoints.latest_epoch()
-    assert killed_after < spec.epochs, "the job finished before it could be killed; make epochs longer"
+    killed_after = kill_job_after_first_checkpoint(spec)  # the driver, Spark and the Horovod ranks
     assert storage.read_json(storage.join(spec.run_uri(), RESULT_FILE)) is None
 
-    retry = subprocess.run(command, env=environment, capture_output=True, text=True, timeout=600)
-    assert retry.returncode == 0, retry.stderr[-3000:]
+    retry = retry_job(spec)
     record = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))
     assert record["result"]["resumed_from_epoch"] >= killed_after
     assert [row["epoch"] for row in record["result"]["epochs"]] == list(range(1, spec.epochs + 1))

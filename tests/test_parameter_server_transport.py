@@ -99,21 +99,25 @@ def test_a_client_with_the_wrong_secret_is_refused(server):
         intruder.fetch()
 
 
-def test_a_call_to_a_silent_server_times_out_instead_of_hanging():
+@pytest.fixture
+def silent_address():
+    """A socket that accepts connections and never answers."""
     context = zmq.Context()
-    silent = context.socket(zmq.ROUTER)  # accepts the connection, never answers
+    silent = context.socket(zmq.ROUTER)
     silent.setsockopt(zmq.LINGER, 0)
     port = silent.bind_to_random_port("tcp://127.0.0.1")
-    try:
-        client = ParameterClient([f"tcp://127.0.0.1:{port}"], [(0, 4)], SECRET, worker=0, timeout_seconds=0.5)
-        started = time.monotonic()
-        with pytest.raises(TimeoutError, match="did not answer within 0.5 s"):
-            client.fetch()
-        assert time.monotonic() - started < 3
-        client.close()
-    finally:
-        silent.close()
-        context.term()
+    yield f"tcp://127.0.0.1:{port}"
+    silent.close()
+    context.term()
+
+
+def test_a_call_to_a_silent_server_times_out_instead_of_hanging(silent_address):
+    client = ParameterClient([silent_address], [(0, 4)], SECRET, worker=0, timeout_seconds=0.5)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="did not answer within 0.5 s"):
+        client.fetch()
+    assert time.monotonic() - started < 3
+    client.close()
 
 
 def test_stop_ends_every_serving_thread():
@@ -138,18 +142,10 @@ def test_background_client_pushes_and_fetches_off_the_worker_thread(server):
     assert server.steps_applied() == 4
 
 
-def test_background_client_raises_a_failure_at_the_next_call():
-    context = zmq.Context()
-    silent = context.socket(zmq.ROUTER)  # accepts the connection, never answers
-    silent.setsockopt(zmq.LINGER, 0)
-    port = silent.bind_to_random_port("tcp://127.0.0.1")
-    try:
-        client = BackgroundClient(lambda: ParameterClient([f"tcp://127.0.0.1:{port}"], [(0, 4)], SECRET, worker=0,
-                                                          timeout_seconds=0.3))
-        with pytest.raises(TimeoutError, match="did not answer"):
-            client.fetch_now()
-        with pytest.raises(TimeoutError):
-            client.close()
-    finally:
-        silent.close()
-        context.term()
+def test_background_client_raises_a_failure_at_the_next_call(silent_address):
+    client = BackgroundClient(lambda: ParameterClient([silent_address], [(0, 4)], SECRET, worker=0,
+                                                      timeout_seconds=0.3))
+    with pytest.raises(TimeoutError, match="did not answer"):
+        client.fetch_now()
+    with pytest.raises(TimeoutError):
+        client.close()
