@@ -88,7 +88,8 @@ def staleness_histogram_png(counts: dict[int, int], title: str) -> bytes:
     axis.bar(values, [100 * counts[value] / total for value in values], width=0.8)
     mean = sum(value * count for value, count in counts.items()) / total
     axis.axvline(mean, color="black", linestyle=":", label=f"mean {mean:.2f}")
-    axis.set_xlabel("staleness (server versions between fetch and push)")
+    axis.xaxis.set_major_locator(_pyplot().MaxNLocator(integer=True))
+    axis.set_xlabel(f"staleness (server versions between fetch and push), {total:,} pushes")
     axis.set_ylabel("pushes (%)")
     axis.set_title(title, fontsize=10)
     axis.grid(alpha=0.3, axis="y")
