@@ -40,7 +40,7 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
 
     from training.config import RunSpec
     from training.strategies.evaluation_clock import EvaluationClock
-    from training.strategies.horovod import training_dataset
+    from training.strategies.input_pipeline import training_dataset
     from training.workloads import get_workload
 
     spec = RunSpec.from_mapping(spec_mapping)
@@ -93,17 +93,26 @@ def prepare(spec, spark) -> None:
         shard_dataset(spark, spec.augmented_uri(), shards, workers, spec.seed)
 
 
-def horovod(spec, spark, run_name: str) -> dict[str, Any]:
+def train_fresh(spec, spark, run_name: str):
+    """Train ``spec`` with its strategy under ``run_name`` from scratch (never a resume); returns the result."""
     import shutil
 
     from training import storage
-    from training.strategies.horovod import HorovodStrategy
+    from training.strategies import get_strategy
 
     spec = spec.with_changes(run_name=run_name)
-    shutil.rmtree(storage.resolve(spec.run_uri()).path, ignore_errors=True)  # measure training, never a resume
-    result = HorovodStrategy().train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(), spark)
+    shutil.rmtree(storage.resolve(spec.run_uri()).path, ignore_errors=True)
+    return get_strategy(spec.strategy).train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(), spark)
+
+
+def measured_from(result) -> dict[str, Any]:
+    """What the tables print, from a strategy's result."""
     return {"epochs": result.epochs, "time_to_target_seconds": result.time_to_target_seconds,
             "final_accuracy": result.epochs[-1]["val_accuracy"], "wall_seconds": result.wall_seconds}
+
+
+def horovod(spec, spark, run_name: str) -> dict[str, Any]:
+    return measured_from(train_fresh(spec.with_changes(strategy="horovod"), spark, run_name))
 
 
 def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:

@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from scaling import BENCH_ROOT, ceiling, median_throughput, prepare
+from scaling import BENCH_ROOT, ceiling, measured_from, median_throughput, prepare, train_fresh
 from scaling import row as scaling_row
 
 from training import storage
@@ -44,22 +43,13 @@ def keras_two_threads(spec) -> dict[str, Any]:
 
 
 def train_strategy(spec, spark, run_name: str) -> dict[str, Any]:
-    from training.strategies import get_strategy
-
-    spec = spec.with_changes(run_name=run_name)
-    shutil.rmtree(storage.resolve(spec.run_uri()).path, ignore_errors=True)  # measure training, never a resume
-    result = get_strategy(spec.strategy).train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(), spark)
-    measured = {"epochs": result.epochs, "time_to_target_seconds": result.time_to_target_seconds,
-                "final_accuracy": result.epochs[-1]["val_accuracy"], "wall_seconds": result.wall_seconds,
-                "bytes_moved": result.metrics.get("bytes_moved")}
+    result = train_fresh(spec, spark, run_name)
+    measured = {**measured_from(result), "bytes_moved": result.metrics.get("bytes_moved")}
     if spec.strategy == "horovod":  # ring all-reduce: each worker sends and receives 2·(N−1)/N of the gradients
         workers = spec.total_workers
         steps = result.extra["steps_per_epoch"] * len(result.epochs)
         measured["bytes_moved"] = steps * workers * 2 * 2 * (workers - 1) / workers * model_bytes(spec)
         measured["bytes_estimated"] = True
-    if spec.strategy == "downpour":
-        measured["staleness_mean"] = result.metrics["staleness_mean"]
-        measured["communication_fraction"] = result.metrics.get("communication_fraction")
     return measured
 
 
@@ -91,7 +81,17 @@ def main() -> None:
                         help="Downpour n_push values (n_fetch = n_push), comma-separated (default 1,4,16)")
     parser.add_argument("--elephas-timeout", type=float, default=1800, help="seconds per Elephas run (default 1800)")
     args = parser.parse_args()
-    wanted = set(filter(None, args.only.split(","))) or {"keras", "horovod", "downpour", "averaging", "elephas"}
+    contenders = {"keras", "horovod", "downpour", "averaging", "elephas"}
+    wanted = set(filter(None, args.only.split(","))) - {"ceiling"} or contenders
+    if wanted - contenders:
+        parser.error(f"--only: unknown contender(s) {', '.join(sorted(wanted - contenders))}; "
+                     f"choose from ceiling, {', '.join(sorted(contenders))}")
+    try:
+        push_every = [int(value) for value in args.push_every.split(",")]
+    except ValueError:
+        parser.error(f"--push-every: expected comma-separated whole numbers, got {args.push_every!r}")
+    if min(push_every) < 1:
+        parser.error("--push-every: every value must be ≥ 1")
 
     os.environ.setdefault("CLOUDBURST_SPARK_UI", "false")
     os.environ.setdefault("CLOUDBURST_SPARK_PROGRESS", "false")  # progress bars would interleave with the table
@@ -117,7 +117,7 @@ def main() -> None:
     if "horovod" in wanted:
         results["horovod 1x2"] = train_strategy(base.with_changes(strategy="horovod"), spark, "bench-horovod")
     if "downpour" in wanted:
-        for every in [int(value) for value in args.push_every.split(",")]:
+        for every in push_every:
             spec = base.with_changes(strategy="downpour", n_fetch=every, n_push=every)
             results[f"downpour n_push={every}"] = train_strategy(spec, spark, f"bench-downpour-{every}")
     if "averaging" in wanted:

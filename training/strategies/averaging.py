@@ -56,7 +56,7 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
     import tensorflow as tf
 
     from training.config import RunSpec
-    from training.strategies.horovod import training_dataset
+    from training.strategies.input_pipeline import training_dataset
     from training.workloads import get_workload
 
     spec = RunSpec.from_mapping(spec_mapping)

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,13 +50,15 @@ MONITOR_SECONDS = 0.02
 # --- Workers: one Spark barrier task each, running the worker process -------------------------------------------
 
 
-def run_worker_process(partitions: Iterator[int], job: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """A Spark barrier task: start this rank's worker process, forward its output, report how it ended."""
+def run_worker_process(partitions: Iterator[int], jobs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A Spark barrier task: start this rank's worker process with its job, forward its output, report how it
+    ended."""
     from pyspark import BarrierTaskContext
 
     # The barrier stage already gang-schedules the workers (all start together, or none). No barrier() call:
     # in Spark 3.5 its first use starts a non-daemon JVM timer that keeps spark-submit from ever exiting.
     rank = BarrierTaskContext.get().partitionId()
+    job = jobs[rank]
     with tempfile.TemporaryDirectory(prefix=f"cloudburst-downpour-{rank}-") as directory:
         report = Path(directory) / "report.jsonl"
         command = [sys.executable, "-m", "training.strategies.downpour_worker", "--rank", str(rank),
@@ -120,7 +122,7 @@ class ProgressMonitor(threading.Thread):
     """Watches the server's applied steps: snapshots at evaluation points, checkpoints at epoch ends."""
 
     def __init__(self, server: ParameterServer, progress: Progress, evaluations_per_epoch: int,
-                 on_epoch_end: Any) -> None:
+                 on_epoch_end: Callable[[int], None]) -> None:
         super().__init__(name="downpour-monitor", daemon=True)
         self.server, self.progress = server, progress
         self.evaluations_per_epoch = evaluations_per_epoch
@@ -132,7 +134,7 @@ class ProgressMonitor(threading.Thread):
         started = self.server.statistics.first_fetch_time
         if started is None:
             return self.progress.clock_offset_seconds
-        return self.progress.clock_offset_seconds + (at or time.perf_counter()) - started
+        return self.progress.clock_offset_seconds + (time.perf_counter() if at is None else at) - started
 
     def run(self) -> None:
         try:
@@ -305,16 +307,10 @@ def _run_workers(spark: SparkSession, spec: RunSpec, job: dict[str, Any], resume
     if spec.warm_start_steps and not resumed_from and spec.total_workers > 1:
         version = wait_version(spec.n_push, spec.warm_start_steps)
         jobs = [job] + [{**job, "wait_for_version": version}] * (spec.total_workers - 1)
-    task = functools.partial(_worker_task, jobs=jobs)
+    task = functools.partial(run_worker_process, jobs=jobs)
     outcomes = spark.sparkContext.parallelize(range(spec.total_workers), spec.total_workers) \
         .barrier().mapPartitions(task).collect()
     return sorted(outcomes, key=lambda outcome: outcome["rank"])
-
-
-def _worker_task(partitions: Iterator[int], jobs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    from pyspark import BarrierTaskContext
-
-    return run_worker_process(partitions, jobs[BarrierTaskContext.get().partitionId()])
 
 
 def _combined_statistics(before: dict[str, Any], server: ParameterServer) -> dict[str, Any]:

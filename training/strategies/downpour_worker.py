@@ -56,7 +56,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     import tensorflow as tf
 
     from training.config import RunSpec
-    from training.strategies.horovod import training_dataset
+    from training.strategies.input_pipeline import training_dataset
     from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
     from training.workloads import get_workload
 

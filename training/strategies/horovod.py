@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from training.strategies.base import TrainingResult
+from training.strategies.input_pipeline import training_dataset
 from training.strategies.placement import cores_per_node, threads_per_worker, worker_environment
 
 if TYPE_CHECKING:
@@ -20,30 +21,6 @@ if TYPE_CHECKING:
     from training.config import RunSpec
 
 log = logging.getLogger(__name__)
-
-SHUFFLE_BUFFER = 10_000
-
-
-def training_dataset(images: Any, labels: Any, batch_size: int, seed: int) -> Any:
-    """An endless, reshuffled stream of (scaled images, labels) batches from in-memory arrays."""
-    import tensorflow as tf
-
-    from training.strategies.evaluation_clock import scale_pixels
-
-    # No autotuning: its model thread sleeps up to a minute, and tearing the iterator down at the end of fit()
-    # waits for it (measured: 8–35 s lost per run). The pipeline's parallelism is fixed anyway.
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    return (
-        tf.data.Dataset.from_tensor_slices((images, labels))
-        .shuffle(min(SHUFFLE_BUFFER, len(labels)), seed=seed, reshuffle_each_iteration=True)
-        .repeat()
-        .batch(batch_size, drop_remainder=True)
-        .map(lambda x, y: (scale_pixels(x), y), num_parallel_calls=1)
-        .prefetch(2)
-        .with_options(options)
-    )
-
 
 def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run_uri: str,
                node_cores: int) -> dict[str, Any] | None:
