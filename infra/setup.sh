@@ -22,6 +22,8 @@ pip_quietly() {
 
 install_debian_packages() {
   local wanted=(libkrb5-dev openjdk-17-jre-headless g++ cmake make procps)
+  # Offline TTS engines for the synthetic Speech Commands corpus (training/datasets/speech_synthesis.py).
+  wanted+=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts sox)
   local missing=()
   for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

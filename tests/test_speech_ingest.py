@@ -1,0 +1,173 @@
+"""Speech Commands ingestion on a tiny generated corpus that holds every kind of bad file."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training import storage
+from training.datasets import speech_commands as layout
+from training.datasets import speech_ingest
+
+SPEAKERS = ["0a7c2a8d", "1b2c3d4e", "8b775397", "9f8e7d6c", "c0ffee00", "deadbeef"]
+
+
+def wav_bytes(samples: np.ndarray, rate: int = 16_000, channels: int = 1, width: int = 2) -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as writer:
+        writer.setnchannels(channels)
+        writer.setsampwidth(width)
+        writer.setframerate(rate)
+        writer.writeframes(samples.tobytes())
+    return buffer.getvalue()
+
+
+def tone(frequency: float, seconds: float = 0.8, rate: int = 16_000) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (8000 * np.sin(2 * np.pi * frequency * t)).astype(np.int16)
+
+
+GOOD = wav_bytes(tone(440))
+BAD_FILES = {  # file name in "yes/" → expected reason fragment
+    "empty_nohash_0.wav": (b"", "empty file"),
+    "text_nohash_0.wav": (b"this is not audio at all", "not a WAV file"),
+    "header_nohash_0.wav": (GOOD[:30], "truncated"),
+    "data_nohash_0.wav": (GOOD[:2000], "truncated"),
+    "stereo_nohash_0.wav": (wav_bytes(np.repeat(tone(440), 2), channels=2), "2 channels"),
+    "rate_nohash_0.wav": (wav_bytes(tone(440, rate=8000), rate=8000), "sample rate 8000 Hz"),
+    "zero_nohash_0.wav": (wav_bytes(np.zeros(0, np.int16)), "zero-length"),
+    "eightbit_nohash_0.wav": (wav_bytes(np.full(8000, 128, np.uint8), width=1), "not 16-bit PCM"),
+}
+
+
+def make_corpus(root: Path, words: tuple[str, ...] = ("yes", "no", "up", "cat", "dog"), bad: bool = True,
+                lists: bool = False) -> Path:
+    for number, word in enumerate(words):
+        (root / word).mkdir(parents=True)
+        for speaker in SPEAKERS:
+            samples = tone(200 + 100 * number + SPEAKERS.index(speaker))
+            (root / word / f"{speaker}_nohash_0.wav").write_bytes(wav_bytes(samples))
+    if bad:
+        for name, (content, _) in BAD_FILES.items():
+            (root / "yes" / name).write_bytes(content)
+    noise = root / layout.BACKGROUND_NOISE
+    noise.mkdir()
+    rng = np.random.default_rng(0)
+    (noise / "white_noise.wav").write_bytes(wav_bytes((rng.normal(0, 3000, 48_000)).astype(np.int16)))
+    if lists:
+        (root / "validation_list.txt").write_text(f"yes/{SPEAKERS[0]}_nohash_0.wav\n")
+        (root / "testing_list.txt").write_text(f"yes/{SPEAKERS[1]}_nohash_0.wav\nno/{SPEAKERS[1]}_nohash_0.wav\n")
+    return root
+
+
+def test_every_bad_clip_is_skipped_with_its_reason(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    manifest, created = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)
+    assert created
+    report = speech_ingest.read_report(manifest["uri"])
+    reasons = {entry["path"]: entry["reason"] for entry in report["skipped"]}
+    for name, (_, fragment) in BAD_FILES.items():
+        assert fragment in reasons[f"yes/{name}"], (name, reasons[f"yes/{name}"])
+    assert manifest["skipped"] == len(BAD_FILES)
+    assert report["clips_read"] == 5 * len(SPEAKERS)
+    # every good clip is in exactly one split, as 1 s int16
+    total_keywords = sum(manifest["splits"][split]["class_histogram"][2 + i]
+                         for split in manifest["splits"] for i in range(3))
+    assert total_keywords == 3 * len(SPEAKERS)
+    audio, table = speech_ingest.read_clips(manifest["uri"], "train")
+    assert audio.shape[1] == 16_000 and audio.dtype == np.int16
+    assert len(audio) == manifest["splits"]["train"]["rows"]
+
+
+def test_other_rates_are_resampled_when_asked(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12, resample=True)
+    report = speech_ingest.read_report(manifest["uri"])
+    assert report["resampled"] == ["yes/rate_nohash_0.wav"]
+    assert all("rate_nohash" not in entry["path"] for entry in report["skipped"])
+    split = layout.which_set("yes/rate_nohash_0.wav").replace("training", "train").replace("testing", "test")
+    audio, table = speech_ingest.read_clips(manifest["uri"], split)
+    row = table.column("path").to_pylist().index("yes/rate_nohash_0.wav")
+    spectrum = np.abs(np.fft.rfft(audio[row].astype(np.float64)))
+    assert abs(np.argmax(spectrum) - 440) <= 2  # 440 Hz survives at 16 kHz (1 Hz per bin over 1 s)
+
+
+def test_twelve_class_labels_unknown_and_silence(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12, seed=3)
+    assert manifest["class_names"][:2] == [layout.SILENCE, layout.UNKNOWN]
+    assert manifest["class_names"][2:] == list(layout.KEYWORDS)
+    for stats in manifest["splits"].values():
+        keywords = sum(stats["class_histogram"][2:])
+        if keywords:
+            assert stats["class_histogram"][0] == -(-keywords // 10)  # ceil(10 %)
+            assert 0 < stats["class_histogram"][1] <= -(-keywords // 10)
+    _, table = speech_ingest.read_clips(manifest["uri"], "train")
+    words, labels = table.column("word").to_pylist(), table.column("label").to_pylist()
+    assert {word for word, label in zip(words, labels, strict=False) if label == 1} <= {"cat", "dog"}
+
+
+def test_thirty_five_class_task_uses_every_word(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    assert manifest["class_names"] == ["cat", "dog", "no", "up", "yes"]
+    assert sum(sum(stats["class_histogram"]) for stats in manifest["splits"].values()) == 5 * len(SPEAKERS)
+
+
+def test_split_lists_win_over_the_hash_rule(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    _, test_table = speech_ingest.read_clips(manifest["uri"], "test")
+    assert sorted(test_table.column("path").to_pylist()) == [f"no/{SPEAKERS[1]}_nohash_0.wav",
+                                                            f"yes/{SPEAKERS[1]}_nohash_0.wav"]
+    assert manifest["splits"]["validation"]["rows"] == 1
+    assert speech_ingest.read_report(manifest["uri"])["split_rule"].startswith("validation_list")
+
+
+def test_rerun_is_a_no_op_and_a_failure_publishes_nothing(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus")
+    destination = str(tmp_path / "clips")
+    first, created = speech_ingest.ingest(str(corpus), destination)
+    again, created_again = speech_ingest.ingest(str(corpus), destination)
+    assert created and not created_again and again["data_version"] == first["data_version"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(storage.DatasetError, match="no word directories"):
+        speech_ingest.ingest(str(empty), str(tmp_path / "nothing"))
+    assert not (tmp_path / "nothing").exists()
+    assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".")] == []
+
+
+def test_archive_with_a_traversal_member_writes_nothing(tmp_path):
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        good = tarfile.TarInfo("yes/0a7c2a8d_nohash_0.wav")
+        good.size = len(GOOD)
+        tar.addfile(good, io.BytesIO(GOOD))
+        evil = tarfile.TarInfo("../../escaped.txt")
+        evil.size = 4
+        tar.addfile(evil, io.BytesIO(b"evil"))
+    with pytest.raises(layout.UnsafeArchiveError, match="climbs out"):
+        speech_ingest.ingest(str(archive), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists()
+    assert not list(tmp_path.rglob("escaped.txt")) and not (tmp_path.parent / "escaped.txt").exists()
+
+
+def test_a_tar_gz_source_with_its_sha256(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    archive = tmp_path / "speech_commands_test.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for path in sorted(corpus.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(corpus)), recursive=False)
+    import hashlib
+
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    with pytest.raises(storage.DatasetError, match="sha256 mismatch"):
+        speech_ingest.ingest(str(archive), str(tmp_path / "clips"), expected_sha256="0" * 64)
+    manifest, _ = speech_ingest.ingest(str(archive), str(tmp_path / "clips"), task=35, expected_sha256=digest)
+    assert sum(stats["rows"] for stats in manifest["splits"].values()) == 5 * len(SPEAKERS)

@@ -1,0 +1,216 @@
+"""Synthetic Speech Commands corpus: layout, clip format, split lists, determinism, idempotency, speaker variety.
+
+Real engines (espeak-ng, flite, festival) on a tiny corpus: speakers 0–3 cover all three engines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import re
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.datasets import speech_synthesis
+from training.datasets.speech_commands import BACKGROUND_NOISE, check_clip, which_set
+from training.datasets.speech_synthesis import EngineNotFoundError, synthesize_corpus
+from training.storage import DatasetError
+
+RECIPE = {"speakers": 4, "words": ("yes", "no", "marvin"), "repetitions": 2, "seed": 0}
+CLIP_NAME = re.compile(r"^[0-9a-f]{8}_nohash_\d+\.wav$")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> tuple[Path, dict, list[tuple[int, int]]]:
+    """(directory, report, progress calls) of one tiny corpus built with two processes."""
+    destination = tmp_path_factory.mktemp("synthetic") / "corpus"
+    calls: list[tuple[int, int]] = []
+    report = synthesize_corpus(destination, **RECIPE, processes=2, progress=lambda done, total: calls.append(
+        (done, total)))
+    return destination, report, calls
+
+
+def clips_of(directory: Path) -> dict[str, bytes]:
+    """Relative path → bytes of every word clip."""
+    return {path.relative_to(directory).as_posix(): path.read_bytes()
+            for path in sorted(directory.glob("*/*.wav")) if path.parent.name != BACKGROUND_NOISE}
+
+
+def samples_of(data: bytes) -> np.ndarray:
+    with wave.open(io.BytesIO(data)) as reader:
+        return np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2").astype(np.float64) / 32768
+
+
+def test_layout_and_file_names_match_speech_commands(corpus):
+    directory, report, _ = corpus
+    clips = clips_of(directory)
+    assert all(CLIP_NAME.match(Path(name).name) for name in clips)
+    speakers = {Path(name).name.split("_nohash_")[0] for name in clips}
+    assert len(speakers) == 4
+    # Keywords get `repetitions` utterances per speaker, other words one.
+    expected = {f"{word}/{speaker}_nohash_{n}.wav" for speaker in speakers
+                for word, count in (("yes", 2), ("no", 2), ("marvin", 1)) for n in range(count)}
+    assert set(clips) == expected
+    assert report["utterances"] == len(expected) == 20
+    assert report["engines"] == {"espeak-ng": 2, "flite": 1, "festival": 1}
+    assert (directory / speech_synthesis.REPORT_NAME).exists()
+    assert not list(directory.parent.glob(".corpus.tmp-*"))
+
+
+def test_every_clip_is_one_second_16khz_mono_16bit(corpus):
+    for name, data in clips_of(corpus[0]).items():
+        wav = check_clip(data)
+        assert wav.frames == 16_000, name
+
+
+def test_split_lists_follow_which_set_and_name_existing_files(corpus):
+    directory = corpus[0]
+    clips = clips_of(directory)
+    lists = {split: (directory / f"{split}_list.txt").read_text().splitlines() for split in ("validation", "testing")}
+    for split, names in lists.items():
+        assert set(names) <= set(clips)
+        assert set(names) == {name for name in clips if which_set(name) == split}
+    assert lists["validation"] or lists["testing"]  # this seed's speakers do not all land in training
+
+
+def test_background_noise_holds_long_wavs(corpus):
+    noises = sorted((corpus[0] / BACKGROUND_NOISE).glob("*.wav"))
+    assert len(noises) >= 5
+    for path in noises:
+        data = path.read_bytes()
+        assert check_clip(data).frames > 16_000 * 20, path.name
+        assert np.sqrt(np.mean(samples_of(data) ** 2)) > 0.01, path.name
+
+
+def test_clips_are_not_silent(corpus):
+    for name, data in clips_of(corpus[0]).items():
+        samples = samples_of(data)
+        loudest_100ms = np.sqrt(np.mean(samples[: 16_000 // 1600 * 1600].reshape(-1, 1600) ** 2, axis=1)).max()
+        assert loudest_100ms > 0.01, name
+        assert np.count_nonzero(samples) > 15_000, name  # even the padding holds a faint room noise
+
+
+def timbre(samples: np.ndarray) -> np.ndarray:
+    """Level-free long-term log spectrum of the loud frames: a crude voice fingerprint."""
+    frames = np.lib.stride_tricks.sliding_window_view(samples, 512)[::160] * np.hanning(512)
+    power = np.abs(np.fft.rfft(frames, axis=1)) ** 2
+    energy = power.sum(axis=1)
+    spectrum = np.log(power[energy > energy.max() * 1e-3].mean(axis=0) + 1e-12)
+    return spectrum - spectrum.mean()
+
+
+def test_different_speakers_of_the_same_word_sound_different(corpus):
+    clips = clips_of(corpus[0])
+    speakers = sorted({Path(name).name.split("_nohash_")[0] for name in clips})
+    prints = {(speaker, n): timbre(samples_of(clips[f"yes/{speaker}_nohash_{n}.wav"])) for speaker in speakers
+              for n in (0, 1)}
+
+    def distance(a, b):
+        return float(np.sqrt(np.mean((prints[a] - prints[b]) ** 2)))
+
+    between = [distance((a, 0), (b, 0)) for i, a in enumerate(speakers) for b in speakers[i + 1 :]]
+    within = [distance((speaker, 0), (speaker, 1)) for speaker in speakers]
+    assert min(between) > 1.0
+    assert np.mean(within) < np.mean(between)
+
+
+def test_progress_reports_every_utterance_up_to_the_total(corpus):
+    calls = corpus[2]
+    assert calls[-1] == (20, 20)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
+
+
+def test_same_seed_gives_identical_bytes_whatever_the_process_count(corpus, tmp_path):
+    again = synthesize_corpus(tmp_path / "again", **RECIPE, processes=1)
+    assert clips_of(tmp_path / "again") == clips_of(corpus[0])
+    for name in ("validation_list.txt", "testing_list.txt"):
+        assert (tmp_path / "again" / name).read_bytes() == (corpus[0] / name).read_bytes()
+    noise = sorted((corpus[0] / BACKGROUND_NOISE).glob("*.wav"))
+    assert [(tmp_path / "again" / BACKGROUND_NOISE / path.name).read_bytes() for path in noise] == \
+        [path.read_bytes() for path in noise]
+    assert again["speaker_voices"] == corpus[1]["speaker_voices"]
+
+
+def test_another_seed_gives_other_speakers_and_sounds(tmp_path):
+    first = clips_of_corpus(tmp_path / "seed0", seed=0)
+    second = clips_of_corpus(tmp_path / "seed1", seed=1)
+    assert set(first).isdisjoint(second)  # other speaker ids
+    assert sorted(first.values()) != sorted(second.values())
+
+
+def clips_of_corpus(destination: Path, seed: int) -> dict[str, bytes]:
+    synthesize_corpus(destination, speakers=1, words=("go",), repetitions=1, seed=seed, processes=1)
+    return clips_of(destination)
+
+
+def test_a_second_call_returns_the_report_without_rewriting(corpus):
+    directory, report, _ = corpus
+    before = {path: path.stat().st_mtime_ns for path in directory.rglob("*")}
+    assert synthesize_corpus(directory, **RECIPE, processes=2) == report
+    assert {path: path.stat().st_mtime_ns for path in directory.rglob("*")} == before
+
+
+def test_a_different_recipe_at_the_same_destination_is_an_error_unless_overwrite(tmp_path):
+    destination = tmp_path / "corpus"
+    synthesize_corpus(destination, speakers=1, words=("go",), repetitions=1, processes=1)
+    with pytest.raises(DatasetError, match="different synthetic corpus.*speakers"):
+        synthesize_corpus(destination, speakers=2, words=("go",), repetitions=1, processes=1)
+    report = synthesize_corpus(destination, speakers=2, words=("go",), repetitions=1, processes=1, overwrite=True)
+    assert report["speakers"] == 2 and len(clips_of(destination)) == 2
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["corpus"]  # no staging or retired copies left
+
+
+def test_a_directory_that_is_not_a_corpus_is_left_alone(tmp_path):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "notes.txt").write_text("mine")
+    with pytest.raises(DatasetError, match="not a complete synthetic corpus"):
+        synthesize_corpus(tmp_path / "corpus", speakers=1, words=("go",), repetitions=1, processes=1)
+    assert (tmp_path / "corpus" / "notes.txt").read_text() == "mine"
+
+
+def test_a_failure_leaves_no_corpus_and_no_temporary_directory(tmp_path):
+    def interrupt(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        synthesize_corpus(tmp_path / "corpus", speakers=2, words=("go",), repetitions=1, processes=1,
+                          progress=interrupt)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"speakers": 0}, "speakers.*0"),
+    ({"repetitions": 0}, "repetitions.*0"),
+    ({"seed": -1}, "seed.*-1"),
+    ({"processes": 0}, "processes.*0"),
+    ({"words": ()}, "words is empty"),
+    ({"words": ("yes", "Yes")}, "'Yes'.*lowercase"),
+    ({"words": ("stop!",)}, "'stop!'"),
+    ({"words": "yes"}, "not the string 'yes'"),
+    ({"words": ("yes", "yes")}, "more than once: yes"),
+])
+def test_bad_arguments_are_rejected_naming_the_value(tmp_path, arguments, message):
+    with pytest.raises(ValueError, match=message):
+        synthesize_corpus(tmp_path / "corpus", **{"speakers": 1, "words": ("go",), "repetitions": 1, **arguments})
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_a_missing_engine_says_make_setup_installs_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    with pytest.raises(EngineNotFoundError, match="espeak-ng.*make setup"):
+        synthesize_corpus(tmp_path / "corpus", speakers=1, words=("go",), repetitions=1, processes=1)
+    assert not (tmp_path / "corpus").exists()
+
+
+def test_the_command_line_glue_builds_the_default_layout(tmp_path, capsys):
+    parser = argparse.ArgumentParser()
+    speech_synthesis.add_arguments(parser)
+    args = parser.parse_args(["--dest", str(tmp_path / "cli"), "--speakers", "1", "--words", "go, stop",
+                              "--repetitions", "1", "--processes", "1"])
+    assert speech_synthesis.run(args) == tmp_path / "cli"
+    assert sorted(path.parent.name for path in (tmp_path / "cli").glob("*/*_nohash_0.wav")) == ["go", "stop"]
+    assert "2 utterances" in capsys.readouterr().out
+    assert speech_synthesis.default_corpus_dir(100, 2, 0).name == "speech-commands-synthetic-s100-r2-seed0"

@@ -1,0 +1,422 @@
+"""Ingest a Speech Commands corpus (v0.01, v0.02 or the synthetic one) into a Parquet dataset of labelled clips.
+
+The source may be a directory, a ``.tar.gz``/``.tar`` archive, or an http(s) URL of one (optionally checked
+against a sha256). Archives are extracted safely into a temporary directory. Every clip is checked: a bad one
+(empty, not WAV, truncated, stereo, not 16-bit PCM, zero-length, another sample rate unless ``resample``) is
+skipped and listed with its reason in ``ingest_report.json``; everything else is padded or cut to 1 s.
+
+Labels follow the keyword task: 12 classes (``_silence_``, ``_unknown_`` and the ten keywords, as TensorFlow's
+Speech Commands tutorial orders them; ``_unknown_`` sampled from the other words and ``_silence_`` cut from the
+background noise, each about 10 % of a split), or 35 (every word directory is a class). Splits follow
+``validation_list.txt``/``testing_list.txt`` or, without them, Speech Commands' sha1 rule on the speaker.
+
+Output (kind ``speech-clips``): ``train/``, ``validation/``, ``test/`` Parquet (index, label, word, speaker, path,
+audio = 16,000 int16 samples), ``noise/`` (the background recordings, for augmentation), the report, and a
+manifest with counts per class and split.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import math
+import shutil
+import tempfile
+import urllib.error
+import urllib.request
+import wave
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from training import storage
+from training.datasets import speech_commands as layout
+
+log = logging.getLogger(__name__)
+
+DATASET_KIND = "speech-clips"
+CLIP_SAMPLES = layout.SAMPLE_RATE  # 1 s
+SPLITS = {"training": "train", "validation": "validation", "testing": "test"}
+SILENCE_PERCENTAGE = 10.0
+UNKNOWN_PERCENTAGE = 10.0
+DOWNLOAD_TIMEOUT_SECONDS = 600
+REPORT_NAME = "ingest_report.json"
+ROWS_PER_FILE = 8192  # 256 MiB of audio per part file at most
+
+CLIP_SCHEMA = pa.schema([
+    pa.field("index", pa.int64(), nullable=False),
+    pa.field("label", pa.int8(), nullable=False),
+    pa.field("word", pa.string(), nullable=False),
+    pa.field("speaker", pa.string(), nullable=False),
+    pa.field("path", pa.string(), nullable=False),
+    pa.field("audio", pa.binary(), nullable=False),
+])
+NOISE_SCHEMA = pa.schema([pa.field("name", pa.string(), nullable=False),
+                          pa.field("audio", pa.binary(), nullable=False)])
+
+
+def class_names(task: int, words: list[str]) -> list[str]:
+    """The label set: 12 → silence, unknown, the ten keywords; 35 → every word found, sorted."""
+    if task == 12:
+        return [layout.SILENCE, layout.UNKNOWN, *layout.KEYWORDS]
+    if task == 35:
+        return sorted(words)
+    raise ValueError(f"task must be 12 or 35, got {task}")
+
+
+# --- Reading clips -------------------------------------------------------------------------------------------
+
+
+def decode_pcm(data: bytes, resample: bool) -> tuple[np.ndarray, bool]:
+    """Checked 16-bit mono PCM → int16 samples at 16 kHz; (samples, resampled). Raises InvalidClipError."""
+    wav_format = layout.inspect_wav(data)
+    if wav_format.sample_rate != layout.SAMPLE_RATE and resample:
+        layout.check_clip(data, expected_rate=wav_format.sample_rate)
+    else:
+        layout.check_clip(data)
+    try:
+        with wave.open(io.BytesIO(data)) as reader:
+            samples = np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2").astype(np.int16)
+    except (wave.Error, EOFError) as error:
+        raise layout.InvalidClipError(f"unreadable WAV ({error})") from error
+    if samples.size == 0:
+        raise layout.InvalidClipError("zero-length audio")
+    if wav_format.sample_rate == layout.SAMPLE_RATE:
+        return samples, False
+    return resample_to_16k(samples, wav_format.sample_rate), True
+
+
+def resample_to_16k(samples: np.ndarray, rate: int) -> np.ndarray:
+    """Polyphase resampling (anti-aliased) to 16 kHz."""
+    from scipy.signal import resample_poly
+
+    divisor = math.gcd(layout.SAMPLE_RATE, rate)
+    resampled = resample_poly(samples.astype(np.float32), layout.SAMPLE_RATE // divisor, rate // divisor)
+    return np.clip(np.round(resampled), -32768, 32767).astype(np.int16)
+
+
+def fit_to_clip(samples: np.ndarray) -> np.ndarray:
+    """Pad with silence or cut to exactly 1 s, as Speech Commands' own loader does."""
+    clip = np.zeros(CLIP_SAMPLES, np.int16)
+    clip[: min(len(samples), CLIP_SAMPLES)] = samples[:CLIP_SAMPLES]
+    return clip
+
+
+# --- Fetching the source -------------------------------------------------------------------------------------
+
+
+def _sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download(url: str, target: Path) -> None:
+    log.info("downloading %s", url)
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, target.open("wb") as out:
+            shutil.copyfileobj(response, out, 1 << 20)
+    except (urllib.error.URLError, TimeoutError, OSError) as error:
+        raise storage.DatasetError(f"{url}: download failed ({error})") from error
+
+
+def open_source(source: str, expected_sha256: str, workdir: Path) -> tuple[Path, str]:
+    """A local directory holding the corpus; (directory, description). Archives are checked and extracted."""
+    if source.startswith(("http://", "https://")):
+        archive = workdir / "download.tar.gz"
+        _download(source, archive)
+    else:
+        archive = Path(source).expanduser()
+        if archive.is_dir():
+            if expected_sha256:
+                raise storage.DatasetError(f"{source}: data_sha256 applies to an archive, not a directory")
+            return archive, str(archive.resolve())
+        if not archive.is_file():
+            raise storage.DatasetError(f"{source}: no such directory or archive")
+    if expected_sha256:
+        actual = _sha256_of(archive)
+        if actual != expected_sha256.lower():
+            raise storage.DatasetError(f"{source}: sha256 mismatch (expected {expected_sha256.lower()}, got {actual})")
+    target = workdir / "extracted"
+    try:
+        layout.safe_extract(archive, target)
+    except layout.UnsafeArchiveError:
+        raise
+    except Exception as error:  # tarfile raises several types for a corrupt or non-tar file
+        raise storage.DatasetError(f"{source}: not a readable .tar/.tar.gz archive ({error})") from error
+    # Speech Commands archives hold the words at the top; tolerate one wrapping directory.
+    entries = [entry for entry in target.iterdir() if not entry.name.startswith(".")]
+    if len(entries) == 1 and entries[0].is_dir() and not _word_directories(target):
+        target = entries[0]
+    return target, source
+
+
+def _word_directories(root: Path) -> list[Path]:
+    return sorted(entry for entry in root.iterdir() if entry.is_dir() and not entry.name.startswith(("_", ".")))
+
+
+# --- Scanning ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scan:
+    """Everything read from a corpus directory: good clips by word, noises, skipped files with reasons."""
+
+    clips: dict[str, list[tuple[str, np.ndarray]]] = field(default_factory=dict)  # word → [(relative path, pcm)]
+    noises: list[tuple[str, np.ndarray]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+    resampled: list[str] = field(default_factory=list)
+    content: Any = field(default_factory=hashlib.sha256)  # content id of every file read, for the recipe
+    split_lists: dict[str, set[str]] = field(default_factory=dict)
+
+
+def scan_corpus(root: Path, resample: bool) -> Scan:
+    """Read and check every clip and noise file below ``root``."""
+    words = _word_directories(root)
+    if not words:
+        raise storage.DatasetError(f"{root}: no word directories: not a Speech Commands corpus")
+    scan = Scan()
+    for list_name, split in (("validation_list.txt", "validation"), ("testing_list.txt", "testing")):
+        list_file = root / list_name
+        if list_file.is_file():
+            text = list_file.read_text()
+            scan.content.update(f"{list_name}\0".encode() + text.encode())
+            scan.split_lists[split] = {line.strip() for line in text.splitlines() if line.strip()}
+    for directory in words:
+        good: list[tuple[str, np.ndarray]] = []
+        for path in sorted(directory.iterdir()):
+            relative = f"{directory.name}/{path.name}"
+            if not path.is_file():
+                scan.skipped.append({"path": relative, "reason": "not a regular file"})
+                continue
+            data = path.read_bytes()
+            scan.content.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
+            try:
+                samples, was_resampled = decode_pcm(data, resample)
+            except layout.InvalidClipError as error:
+                scan.skipped.append({"path": relative, "reason": str(error)})
+                continue
+            if was_resampled:
+                scan.resampled.append(relative)
+            good.append((relative, fit_to_clip(samples)))
+        scan.clips[directory.name] = good
+    noise_dir = root / layout.BACKGROUND_NOISE
+    if noise_dir.is_dir():
+        for path in sorted(noise_dir.glob("*.wav")):
+            relative = f"{layout.BACKGROUND_NOISE}/{path.name}"
+            data = path.read_bytes()
+            scan.content.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
+            try:
+                samples, _ = decode_pcm(data, resample)
+            except layout.InvalidClipError as error:
+                scan.skipped.append({"path": relative, "reason": str(error)})
+                continue
+            if len(samples) < CLIP_SAMPLES:
+                scan.skipped.append({"path": relative, "reason": "background noise shorter than 1 s"})
+                continue
+            scan.noises.append((path.name, samples))
+    return scan
+
+
+def split_of(relative: str, split_lists: dict[str, set[str]]) -> str:
+    """'training', 'validation' or 'testing': from the lists when the corpus has them, else the sha1 rule."""
+    if split_lists:
+        for split, names in split_lists.items():
+            if relative in names:
+                return split
+        return "training"
+    return layout.which_set(relative)
+
+
+# --- Labelling -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SplitRows:
+    labels: list[int] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    audio: list[np.ndarray] = field(default_factory=list)
+
+    def add(self, label: int, word: str, speaker: str, path: str, clip: np.ndarray) -> None:
+        self.labels.append(label)
+        self.words.append(word)
+        self.speakers.append(speaker)
+        self.paths.append(path)
+        self.audio.append(clip)
+
+
+def label_clips(scan: Scan, task: int, seed: int) -> tuple[list[str], dict[str, SplitRows]]:
+    """(class names, split → rows) for the keyword task; the sampling of unknown and silence is seeded."""
+    names = class_names(task, list(scan.clips))
+    label_of = {name: index for index, name in enumerate(names)}
+    by_split: dict[str, dict[str, list[tuple[str, np.ndarray]]]] = {split: {} for split in SPLITS}
+    for word, clips in scan.clips.items():
+        for relative, clip in clips:
+            by_split[split_of(relative, scan.split_lists)].setdefault(word, []).append((relative, clip))
+    rows = {SPLITS[split]: SplitRows() for split in SPLITS}
+    for split_number, (split, words) in enumerate(by_split.items()):
+        out = rows[SPLITS[split]]
+        rng = np.random.default_rng([seed, split_number])
+        keyword_count = 0
+        others: list[tuple[str, str, np.ndarray]] = []
+        for word in sorted(words):
+            for relative, clip in words[word]:
+                if word in label_of and word not in (layout.SILENCE, layout.UNKNOWN):
+                    out.add(label_of[word], word, layout.speaker_of(relative), relative, clip)
+                    keyword_count += 1
+                else:
+                    others.append((word, relative, clip))
+        if task != 12:
+            continue
+        unknown_count = min(len(others), math.ceil(keyword_count * UNKNOWN_PERCENTAGE / 100))
+        for position in sorted(rng.choice(len(others), unknown_count, replace=False)) if unknown_count else []:
+            word, relative, clip = others[position]
+            out.add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative), relative, clip)
+        silence_count = math.ceil(keyword_count * SILENCE_PERCENTAGE / 100)
+        for number in range(silence_count):
+            name, clip = _silence_clip(scan.noises, rng)
+            out.add(label_of[layout.SILENCE], layout.SILENCE, layout.SILENCE, f"{name}#{split}-{number}", clip)
+    return names, rows
+
+
+def _silence_clip(noises: list[tuple[str, np.ndarray]], rng: np.random.Generator) -> tuple[str, np.ndarray]:
+    """1 s of background noise at a random volume (as TensorFlow's Speech Commands input pipeline makes it)."""
+    if not noises:
+        return "zeros", np.zeros(CLIP_SAMPLES, np.int16)
+    name, noise = noises[int(rng.integers(len(noises)))]
+    start = int(rng.integers(0, len(noise) - CLIP_SAMPLES + 1))
+    volume = float(rng.uniform(0.0, 1.0))
+    segment = noise[start : start + CLIP_SAMPLES].astype(np.float32) * volume
+    return f"{layout.BACKGROUND_NOISE}/{name}@{start}", np.round(segment).astype(np.int16)
+
+
+# --- Publishing ----------------------------------------------------------------------------------------------
+
+
+def _clip_table(rows: SplitRows, start: int, stop: int) -> pa.Table:
+    from training.datasets.image_records import binary_column
+
+    chunk = rows.audio[start:stop]
+    audio = np.stack(chunk) if chunk else np.empty((0, CLIP_SAMPLES), np.int16)
+    return pa.Table.from_arrays(
+        [pa.array(np.arange(start, start + len(chunk)), pa.int64()), pa.array(rows.labels[start:stop], pa.int8()),
+         pa.array(rows.words[start:stop], pa.string()), pa.array(rows.speakers[start:stop], pa.string()),
+         pa.array(rows.paths[start:stop], pa.string()),
+         binary_column(audio.astype("<i2").reshape(len(audio), 1, CLIP_SAMPLES))],
+        schema=CLIP_SCHEMA,
+    )
+
+
+def ingest(
+    source: str,
+    destination: str,
+    task: int = 12,
+    resample: bool = False,
+    seed: int = 0,
+    expected_sha256: str = "",
+    overwrite: bool = False,
+) -> tuple[dict[str, Any], bool]:
+    """Check, label and publish a Speech Commands corpus; (manifest, created)."""
+    if task not in (12, 35):
+        raise ValueError(f"task must be 12 or 35, got {task}")
+    if int(seed) != seed or seed < 0:
+        raise ValueError(f"seed must be an integer ≥ 0, got {seed}")
+    with tempfile.TemporaryDirectory(prefix="cloudburst-speech-") as workdir:
+        root, description = open_source(source, expected_sha256, Path(workdir))
+        log.info("reading clips below %s", root)
+        scan = scan_corpus(root, resample)
+    names, rows = label_clips(scan, task, seed)
+    if not rows["train"].labels:
+        raise storage.DatasetError(f"{source}: no usable training clips ({len(scan.skipped)} files skipped)")
+    report = _report(scan, source, names, rows)
+    recipe = {"source_content": scan.content.hexdigest(), "task": task, "resample": resample, "seed": seed}
+
+    def write(staging: storage.Location) -> dict[str, Any]:
+        for split, split_rows in rows.items():
+            staging.fs.makedirs(f"{staging.path}/{split}", exist_ok=True)
+            log.info("writing %s: %d clips", split, len(split_rows.labels))
+            for part, start in enumerate(range(0, max(len(split_rows.labels), 1), ROWS_PER_FILE)):
+                with staging.fs.open(f"{staging.path}/{split}/part-{part:05d}.parquet", "wb") as handle:
+                    pq.write_table(_clip_table(split_rows, start, start + ROWS_PER_FILE), handle)
+        staging.fs.makedirs(f"{staging.path}/noise", exist_ok=True)
+        noise_table = pa.Table.from_arrays(
+            [pa.array([name for name, _ in scan.noises], pa.string()),
+             pa.array([samples.astype("<i2").tobytes() for _, samples in scan.noises], pa.binary())],
+            schema=NOISE_SCHEMA)
+        with staging.fs.open(f"{staging.path}/noise/part-00000.parquet", "wb") as handle:
+            pq.write_table(noise_table, handle)
+        storage.write_json(storage.join(staging.uri, REPORT_NAME), report)
+        return {
+            "source": description,
+            "task": task,
+            "class_names": names,
+            "sample_rate": layout.SAMPLE_RATE,
+            "clip_samples": CLIP_SAMPLES,
+            "splits": {split: {"rows": len(split_rows.labels), "speakers": len(set(split_rows.speakers)),
+                               "class_histogram": np.bincount(np.asarray(split_rows.labels, np.int64),
+                                                              minlength=len(names)).tolist()}
+                       for split, split_rows in rows.items()},
+            "noise_files": [name for name, _ in scan.noises],
+            "skipped": len(scan.skipped),
+            "resampled": len(scan.resampled),
+        }
+
+    manifest, created = storage.publish(destination, DATASET_KIND, recipe, write, overwrite=overwrite)
+    return manifest, created
+
+
+def _report(scan: Scan, source: str, names: list[str], rows: dict[str, SplitRows]) -> dict[str, Any]:
+    reasons = Counter(entry["reason"] for entry in scan.skipped)
+    return {
+        "source": source,
+        "clips_read": sum(len(clips) for clips in scan.clips.values()),
+        "skipped": scan.skipped,
+        "skipped_by_reason": dict(sorted(reasons.items())),
+        "resampled": scan.resampled,
+        "noise_files": [name for name, _ in scan.noises],
+        "class_names": names,
+        "rows_per_split": {split: len(split_rows.labels) for split, split_rows in rows.items()},
+        "split_rule": "validation_list.txt/testing_list.txt" if scan.split_lists else "sha1 of the speaker id",
+    }
+
+
+# --- Reading back --------------------------------------------------------------------------------------------
+
+
+def read_report(dataset: str) -> dict[str, Any] | None:
+    return storage.read_json(storage.join(dataset, REPORT_NAME))
+
+
+def read_clips(dataset: str, split: str) -> tuple[np.ndarray, pa.Table]:
+    """(audio (n, 16000) int16, the table's other columns) of one split."""
+    manifest = storage.require_manifest(dataset, DATASET_KIND)
+    if split not in manifest["splits"]:
+        raise storage.DatasetError(f"{dataset}: no split {split!r} (has {sorted(manifest['splits'])})")
+    where = storage.resolve(dataset)
+    tables = []
+    for name in sorted(name for name in manifest["files"] if name.startswith(f"{split}/")):
+        with where.fs.open(f"{where.path}/{name}", "rb") as handle:
+            tables.append(pq.read_table(handle))
+    table = pa.concat_tables(tables)
+    from training.datasets.image_records import pixels_of
+
+    audio = pixels_of(table.column("audio"), (1, CLIP_SAMPLES), "<i2").reshape(-1, CLIP_SAMPLES)
+    return audio.astype(np.int16), table.drop(["audio"])
+
+
+def read_noises(dataset: str) -> list[np.ndarray]:
+    """The background noise recordings (int16), for augmentation."""
+    where = storage.resolve(dataset)
+    with where.fs.open(f"{where.path}/noise/part-00000.parquet", "rb") as handle:
+        table = pq.read_table(handle)
+    return [np.frombuffer(value.as_py(), dtype="<i2").astype(np.int16) for value in table.column("audio")]
