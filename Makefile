@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo bench bench-strategies clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-kws bench bench-strategies clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -29,6 +29,9 @@ lint:  ## ruff
 
 demo: setup  ## the mnist_elastic_cnn DAG end to end on the full MNIST (airflow dags test), then a summary
 	infra/demo.sh
+
+demo-kws: setup  ## the kws_densenet_bilstm DAG on a synthetic Speech Commands corpus of 100 speakers, then a summary
+	infra/demo.sh kws_densenet_bilstm
 
 airflow-up: setup  ## Airflow UI + scheduler + dag-processor in the background (prints URL and login)
 	infra/airflow-services.sh up

@@ -362,10 +362,10 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
     from pyspark.sql import SparkSession
 
     from training.config import RunSpec
-    from training.workloads import get_workload
+    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping).with_changes(nodes=1, workers_per_node=WORKERS).validate()
-    workload = get_workload(spec.workload)
+    workload = workload_for(spec)
     shards = [workload.load_shard(spec.shards_uri(), rank, WORKERS) for rank in range(WORKERS)]
     test_images, test_labels = workload.load_test(spec.augmented_uri())
     test_images = test_images.astype(np.float32) / 255.0

@@ -41,14 +41,14 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
     from training.config import RunSpec
     from training.strategies.evaluation_clock import EvaluationClock
     from training.strategies.input_pipeline import training_dataset
-    from training.workloads import get_workload
+    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.keras.utils.set_random_seed(spec.seed)
     tf.get_logger().setLevel("ERROR")
-    workload = get_workload(spec.workload)
+    workload = workload_for(spec)
     images, labels = workload.load_shard(spec.shards_uri(), rank, workers)
     test_images, test_labels = workload.load_test(spec.augmented_uri())
     steps_per_epoch = len(labels) // spec.batch_size_per_worker
@@ -86,7 +86,7 @@ def prepare(spec, spark) -> None:
     from training.jobs.augment import augment_dataset
     from training.jobs.shard import shard_dataset
 
-    mnist.ingest(spec.data_source, spec.raw_uri(), train_limit=spec.train_limit)
+    mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), train_limit=spec.train_limit)
     augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, seed=spec.seed)
     for workers in (1, 2):
         shards = spec.with_changes(workers_per_node=workers).shards_uri()

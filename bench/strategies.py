@@ -54,9 +54,9 @@ def train_strategy(spec, spark, run_name: str) -> dict[str, Any]:
 
 
 def model_bytes(spec) -> int:
-    from training.workloads import get_workload
+    from training.workloads import workload_for
 
-    return sum(weights.nbytes for weights in get_workload(spec.workload).build_model().get_weights())
+    return sum(weights.nbytes for weights in workload_for(spec).build_model().get_weights())
 
 
 def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:

@@ -19,7 +19,7 @@ import datetime
 
 from airflow.sdk import Asset, dag, task
 from cloudburst_operators import CloudburstCommandOperator, CloudburstSparkJobOperator, validate_run
-from cloudburst_params import run_params
+from cloudburst_params import SPEECH_ONLY, run_params
 
 WORKLOAD = "mnist_elastic_cnn"
 MNIST_RAW = Asset(name="mnist_raw", uri="x-cloudburst://datasets/mnist/raw")
@@ -37,7 +37,7 @@ MNIST_MODEL = Asset(name="mnist_elastic_cnn_model", uri="x-cloudburst://models/m
     start_date=datetime.datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
-    params=run_params(),
+    params=run_params(omit=SPEECH_ONLY),
     default_args={"retries": 1, "retry_delay": datetime.timedelta(seconds=15)},
     tags=["cloudburst", "mnist", "horovod", "downpour", "averaging"],
 )

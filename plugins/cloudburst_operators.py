@@ -52,9 +52,19 @@ def run_spec(context: Any, workload: str) -> RunSpec:
 
 def step_arguments(step: str, spec: RunSpec) -> list[str]:
     """The command-line arguments of one pipeline step, derived from the run specification alone."""
+    if step == "ingest" and spec.is_speech:
+        arguments = ["--source", spec.resolved_data_source(), "--dest", spec.raw_uri(), "--speakers",
+                     str(spec.speakers), "--task", str(spec.kws_task), "--seed", str(spec.seed),
+                     "--data-root", spec.resolved_data_root()]
+        if spec.data_sha256:
+            arguments += ["--sha256", spec.data_sha256]
+        return arguments + (["--resample"] if spec.resample else [])
     if step == "ingest":
-        return ["--source", spec.data_source, "--dest", spec.raw_uri(),
+        return ["--source", spec.resolved_data_source(), "--dest", spec.raw_uri(),
                 "--train-limit", str(spec.train_limit), "--test-limit", str(spec.test_limit)]
+    if step == "features":
+        return ["--source", spec.raw_uri(), "--dest", spec.augmented_uri(), "--features", spec.features,
+                "--copies", str(spec.augment_copies), "--seed", str(spec.seed)]
     if step == "augment":
         return ["--source", spec.raw_uri(), "--dest", spec.augmented_uri(), "--copies", str(spec.augment_copies),
                 "--alpha", str(spec.alpha), "--sigma", str(spec.sigma), "--seed", str(spec.seed)]
@@ -67,8 +77,8 @@ def step_arguments(step: str, spec: RunSpec) -> list[str]:
 
 
 def step_output(step: str, spec: RunSpec) -> str:
-    return {"ingest": spec.raw_uri(), "augment": spec.augmented_uri(), "shard": spec.shards_uri(),
-            "train": spec.run_uri(), "evaluate": spec.run_uri()}[step]
+    return {"ingest": spec.raw_uri(), "augment": spec.augmented_uri(), "features": spec.augmented_uri(),
+            "shard": spec.shards_uri(), "train": spec.run_uri(), "evaluate": spec.run_uri()}[step]
 
 
 def record_outlets(context: Any, outlets: Sequence[Any], uri: str) -> None:
@@ -107,9 +117,11 @@ class CloudburstSparkJobOperator(SparkSubmitOperator):
 
 
 class CloudburstCommandOperator(BaseOperator):
-    """A step that needs no Spark (ingestion, evaluation), run with the training environment's Python."""
+    """A step that needs no Spark (ingestion or synthesis, evaluation), run with the training environment's
+    Python."""
 
     MODULES = {"ingest": ["-m", "training.cli", "ingest", "mnist"], "evaluate": ["-m", "training.jobs.evaluate"]}
+    SPEECH_MODULES = {**MODULES, "ingest": ["-m", "training.cli", "ingest", "speech"]}
 
     def __init__(self, *, step: str, workload: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -118,7 +130,8 @@ class CloudburstCommandOperator(BaseOperator):
 
     def execute(self, context: Any) -> Any:
         spec = run_spec(context, self.workload)
-        command = [str(training_python()), *self.MODULES[self.step], *step_arguments(self.step, spec)]
+        modules = self.SPEECH_MODULES if spec.is_speech else self.MODULES
+        command = [str(training_python()), *modules[self.step], *step_arguments(self.step, spec)]
         self.log.info("running %s", " ".join(command))
         with subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, **training_environment()},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Param
 
-from training.config import FIELD_DOCS, SERVER_OPTIMIZERS, STRATEGIES, RunSpec
+from training.config import FEATURE_KINDS, FIELD_DOCS, KWS_TASKS, SERVER_OPTIMIZERS, STRATEGIES, RunSpec
 
 DATA = "Data"
 AUGMENTATION = "Augmentation"
@@ -18,7 +18,12 @@ DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
 
 PARAM_SCHEMA: dict[str, tuple[str, str, dict[str, Any]]] = {  # field → (JSON type, section, constraints)
-    "data_source": ("string", DATA, {"minLength": 1}),
+    "data_source": ("string", DATA, {}),
+    "data_sha256": ("string", DATA, {}),
+    "speakers": ("integer", DATA, {"minimum": 1, "maximum": 2000}),
+    "kws_task": ("integer", DATA, {"enum": list(KWS_TASKS)}),
+    "resample": ("boolean", DATA, {}),
+    "features": ("string", AUGMENTATION, {"enum": list(FEATURE_KINDS)}),
     "train_limit": ("integer", DATA, {"minimum": 0}),
     "test_limit": ("integer", DATA, {"minimum": 0}),
     "augment_copies": ("integer", AUGMENTATION, {"minimum": 0, "maximum": 50}),
@@ -50,11 +55,19 @@ PARAM_SCHEMA: dict[str, tuple[str, str, dict[str, Any]]] = {  # field → (JSON 
 }
 
 
-def run_params(**defaults: Any) -> dict[str, Param]:
-    """Params for every RunSpec field except ``workload``, with the RunSpec defaults unless overridden."""
+# Settings that mean nothing to a workload stay off its trigger form.
+MNIST_ONLY = ("train_limit", "test_limit", "alpha", "sigma")
+SPEECH_ONLY = ("data_sha256", "speakers", "kws_task", "resample", "features")
+
+
+def run_params(omit: tuple[str, ...] = (), **defaults: Any) -> dict[str, Param]:
+    """Params for every RunSpec field except ``workload`` and ``omit``, with the RunSpec defaults unless
+    overridden."""
     spec = RunSpec()
     params: dict[str, Param] = {}
     for name, (json_type, section, extra) in PARAM_SCHEMA.items():
+        if name in omit:
+            continue
         title, description = FIELD_DOCS[name]
         default = defaults.get(name, getattr(spec, name))
         if name == "run_name":

@@ -9,7 +9,7 @@ from training.jobs.shard import shard_dataset
 
 
 def prepare_datasets(spark, spec: RunSpec) -> None:
-    mnist.ingest(spec.data_source, spec.raw_uri(), train_limit=spec.train_limit, test_limit=spec.test_limit)
+    mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), train_limit=spec.train_limit, test_limit=spec.test_limit)
     augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha, spec.sigma,
                     spec.seed)
     shard_dataset(spark, spec.augmented_uri(), spec.shards_uri(), spec.total_workers, spec.seed)

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from training.config import RunSpec, RunSpecError, run_name_from
+from training.config import VENDORED_MNIST, RunSpec, RunSpecError, run_name_from
 
 
 @pytest.mark.parametrize(
@@ -99,3 +99,34 @@ def test_cloudburst_train_rejects_a_bad_setting_before_any_spark_work(caplog, tm
     assert cli.main(["train", "--data-root", str(tmp_path)]) == 2  # valid settings, but nothing sharded yet
     assert "no complete dataset" in caplog.text
     assert not any(tmp_path.iterdir())
+
+
+def test_keyword_spotting_runs_have_their_own_sources_and_dataset_names():
+    spec = RunSpec(workload="kws_densenet_bilstm", data_root="/data", speakers=40, seed=2, augment_copies=3,
+                   features="mfcc", kws_task=35, workers_per_node=2)
+    assert spec.resolved_data_source() == "synthetic"
+    assert RunSpec().resolved_data_source() == VENDORED_MNIST
+    assert spec.raw_uri() == "file:///data/speech_commands/synthetic-s40-seed2/clips-task35"
+    assert spec.augmented_uri() == "file:///data/speech_commands/synthetic-s40-seed2/features-task35-mfcc-k3-seed2"
+    assert spec.shards_uri() == f"{spec.augmented_uri()}-shards2-seed2"
+    real = spec.with_changes(data_source="/corpora/speech_commands_v0.02.tar.gz", resample=True)
+    assert real.raw_uri().startswith("file:///data/speech_commands/source-")
+    assert real.raw_uri().endswith("/clips-task35-resampled")
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"kws_task": 10}, "kws_task=10"), ({"features": "raw"}, "features='raw'"), ({"speakers": 0}, "speakers=0"),
+    ({"data_sha256": "xyz"}, "data_sha256='xyz'"),
+])
+def test_keyword_spotting_settings_are_validated(change, message):
+    with pytest.raises(RunSpecError, match=message):
+        RunSpec(workload="kws_densenet_bilstm", **change).validate()
+
+
+def test_a_speech_source_must_be_synthetic_a_directory_an_archive_or_a_url(tmp_path):
+    speech = RunSpec(workload="kws_densenet_bilstm")
+    speech.validate_sources()
+    speech.with_changes(data_source=str(tmp_path)).validate_sources()
+    speech.with_changes(data_source="https://example.org/speech_commands_v0.02.tar.gz").validate_sources()
+    with pytest.raises(RunSpecError, match="not 'synthetic'"):
+        speech.with_changes(data_source=str(tmp_path / "missing.tar.gz")).validate_sources()

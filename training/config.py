@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import re
@@ -20,7 +21,11 @@ from training import VENDORED_MNIST as VENDORED_MNIST_PATH
 
 STRATEGIES = ("horovod", "downpour", "averaging")
 SERVER_OPTIMIZERS = ("adagrad", "sgd")
-WORKLOADS = ("mnist_elastic_cnn",)
+WORKLOADS = ("mnist_elastic_cnn", "kws_densenet_bilstm")
+SPEECH_WORKLOADS = ("kws_densenet_bilstm",)
+KWS_TASKS = (12, 35)
+FEATURE_KINDS = ("log_mel", "mfcc")  # training.audio.features computes them; repeated here to stay stdlib-only
+SYNTHETIC_SOURCE = "synthetic"
 VENDORED_MNIST = str(VENDORED_MNIST_PATH)
 
 
@@ -28,8 +33,33 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CL
     "workload": ("Workload", "What to train; each DAG fixes its own."),
     "data_source": (
         "Data source",
-        "A directory holding the four MNIST IDX files (.gz or raw) with an optional SHA256SUMS, or an http(s)"
-        " base URL. Default: the copy vendored in the repository (offline).",
+        "MNIST: a directory holding the four IDX files (.gz or raw) with an optional SHA256SUMS, or an http(s)"
+        " base URL; empty: the copy vendored in the repository (offline). Keyword spotting: 'synthetic' (a"
+        " corpus synthesised offline, the default), or a Speech Commands directory, .tar.gz or http(s) URL.",
+    ),
+    "data_sha256": (
+        "Source sha256 (optional)",
+        "Keyword spotting: the expected sha256 of a .tar.gz source (path or URL); ingestion refuses anything"
+        " else.",
+    ),
+    "speakers": (
+        "Synthetic speakers",
+        "Keyword spotting with data_source 'synthetic': how many voices to synthesise; Speech Commands' sha1"
+        " rule puts about 10 % of them in the test split, unseen in training.",
+    ),
+    "kws_task": (
+        "Keyword task",
+        "12: the standard ten keywords plus _silence_ and _unknown_ (sampled from the other words); 35: every"
+        " word is a class.",
+    ),
+    "features": (
+        "Audio features",
+        "log_mel: 40 log-mel bands (25 ms window, 10 ms hop); mfcc: 40 MFCCs of the same bands.",
+    ),
+    "resample": (
+        "Resample other rates",
+        "Keyword spotting: resample clips recorded at a rate other than 16 kHz (instead of skipping them and"
+        " listing them in the ingest report).",
     ),
     "train_limit": (
         "Training images (0 = all)",
@@ -41,8 +71,9 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CL
     ),
     "augment_copies": (
         "Augmentation copies k",
-        "Elastically deformed copies per training image (originals are kept; the test split is never "
-        "augmented).",
+        "Augmented copies per training example, originals kept; the test split is never augmented. MNIST:"
+        " elastic deformations; keyword spotting: random time shift (±100 ms) and background noise at a"
+        " random SNR.",
     ),
     "alpha": (
         "α (displacement scale, pixels)",
@@ -180,7 +211,12 @@ class RunSpec:
     alpha: float = 34.0
     sigma: float = 4.0
     seed: int = 0
-    data_source: str = VENDORED_MNIST
+    data_source: str = ""
+    data_sha256: str = ""
+    speakers: int = 100
+    kws_task: int = 12
+    features: str = "log_mel"
+    resample: bool = False
     train_limit: int = 0
     test_limit: int = 0
     target_accuracy: float = 0.99
@@ -214,11 +250,35 @@ class RunSpec:
 
         return storage.to_uri(self.data_root) if self.data_root else storage.data_root()
 
+    @property
+    def is_speech(self) -> bool:
+        return self.workload in SPEECH_WORKLOADS
+
+    def resolved_data_source(self) -> str:
+        """The data source, or the workload's offline default: the vendored MNIST, or a synthetic corpus."""
+        if self.data_source:
+            return self.data_source
+        return SYNTHETIC_SOURCE if self.is_speech else VENDORED_MNIST
+
     def raw_uri(self) -> str:
+        """The ingested data: MNIST images, or Speech Commands clips labelled for the keyword task."""
+        if self.is_speech:
+            return dataset_names.speech_clips(self.resolved_data_root(), self.source_id(), self.kws_task,
+                                              self.resample)
         return dataset_names.raw_mnist(self.resolved_data_root(), self.train_limit, self.test_limit)
 
     def augmented_uri(self) -> str:
+        """What training reads: elastic MNIST, or keyword-spotting features with their augmented copies."""
+        if self.is_speech:
+            return dataset_names.speech_features(self.raw_uri(), self.features, self.augment_copies, self.seed)
         return dataset_names.elastic(self.raw_uri(), self.augment_copies, self.alpha, self.sigma, self.seed)
+
+    def source_id(self) -> str:
+        """A short name for a speech source: the synthetic corpus' recipe, or a hash of the path or URL."""
+        source = self.resolved_data_source()
+        if source == SYNTHETIC_SOURCE:
+            return f"synthetic-s{self.speakers}-seed{self.seed}"
+        return "source-" + hashlib.sha1(source.encode()).hexdigest()[:10]
 
     def shards_uri(self) -> str:
         """The shards to train on: one per worker by default, or existing ones (at least one per worker)."""
@@ -250,6 +310,13 @@ class RunSpec:
         _require(self.server_learning_rate > 0, "server_learning_rate", self.server_learning_rate, "must be > 0")
         _require(self.server_optimizer in SERVER_OPTIMIZERS, "server_optimizer", self.server_optimizer,
                  f"must be one of {', '.join(SERVER_OPTIMIZERS)}")
+        _require(self.kws_task in KWS_TASKS, "kws_task", self.kws_task,
+                 f"must be one of {', '.join(map(str, KWS_TASKS))}")
+        _require(self.features in FEATURE_KINDS, "features", self.features,
+                 f"must be one of {', '.join(FEATURE_KINDS)}")
+        _require(self.speakers >= 1, "speakers", self.speakers, "must be ≥ 1")
+        _require(self.data_sha256 == "" or re.fullmatch(r"[0-9a-fA-F]{64}", self.data_sha256) is not None,
+                 "data_sha256", self.data_sha256, "must be 64 hexadecimal digits (or empty)")
         _require(self.alpha >= 0, "alpha", self.alpha, "must be ≥ 0")
         _require(self.sigma > 0, "sigma", self.sigma, "must be > 0")
         _require(0 < self.target_accuracy <= 1, "target_accuracy", self.target_accuracy, "must be in (0, 1]")
@@ -262,8 +329,14 @@ class RunSpec:
 
     def validate_sources(self) -> RunSpec:
         """Check that the data source exists (a local directory, or an http(s) URL that ingestion downloads)."""
-        source = self.data_source
-        if not source.startswith(("http://", "https://")) and not Path(source).is_dir():
+        source = self.resolved_data_source()
+        if source.startswith(("http://", "https://")):
+            return self
+        if self.is_speech:
+            if source != SYNTHETIC_SOURCE and not Path(source).is_dir() and not _is_archive(source):
+                raise RunSpecError(f"data_source={source!r}: not 'synthetic', a directory, an existing .tar.gz "
+                                   "or an http(s) URL")
+        elif not Path(source).is_dir():
             raise RunSpecError(f"data_source={source!r}: no such directory (give a directory or an http(s) URL)")
         return self
 
@@ -322,6 +395,10 @@ class RunSpec:
         params = {name: _format(value) for name, value in self.to_mapping().items()}
         params["total_workers"] = str(self.total_workers)
         return params
+
+
+def _is_archive(source: str) -> bool:
+    return Path(source).is_file() and source.endswith((".tar.gz", ".tgz", ".tar"))
 
 
 def _require(condition: bool, name: str, value: Any, why: str) -> None:

@@ -18,3 +18,16 @@ def elastic(source: str, copies: int, alpha: float, sigma: float, seed: int) -> 
 
 def shards(source: str, num_shards: int, seed: int) -> str:
     return f"{source.rstrip('/')}-shards{num_shards}-seed{seed}"
+
+
+def speech_clips(data_root: str, source_id: str, task: int, resample: bool) -> str:
+    """Ingested Speech Commands clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12``."""
+    suffix = "-resampled" if resample else ""
+    return f"{data_root.rstrip('/')}/speech_commands/{source_id}/clips-task{task}{suffix}"
+
+
+def speech_features(clips: str, kind: str, copies: int, seed: int) -> str:
+    """Beside the clips: ``clips-task12`` becomes ``features-task12-log_mel-k2-seed0``."""
+    parent, name = clips.rstrip("/").rsplit("/", 1)
+    stem = name.replace("clips", "features", 1) if name.startswith("clips") else f"{name}-features"
+    return f"{parent}/{stem}-{kind}-k{copies}-seed{seed}"

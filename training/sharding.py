@@ -14,6 +14,8 @@ from training import storage
 from training.datasets.image_records import ImageBatch, from_table
 
 DATASET_KIND = "image-shards"
+# Dataset kinds whose training split can be sharded: both hold index/copy/label/image rows.
+SHARDABLE_KINDS = ("mnist-images", "speech-features")
 
 
 def shard_file_name(shard: int) -> str:
@@ -56,9 +58,9 @@ def read_worker_images(shards: str, rank: int, workers: int) -> ImageBatch:
     """The examples of one worker, read with pyarrow alone."""
     manifest = storage.require_manifest(shards, DATASET_KIND)
     tables = [read_shard(shards, shard) for shard in shards_of_worker(rank, workers, manifest["num_shards"])]
-    return from_table(pa.concat_tables(tables), tuple(manifest["image_shape"]))
+    return from_table(pa.concat_tables(tables), tuple(manifest["image_shape"]), manifest.get("image_dtype", "uint8"))
 
 
 def read_shard_images(shards: str, shard: int) -> ImageBatch:
     manifest = storage.require_manifest(shards, DATASET_KIND)
-    return from_table(read_shard(shards, shard), tuple(manifest["image_shape"]))
+    return from_table(read_shard(shards, shard), tuple(manifest["image_shape"]), manifest.get("image_dtype", "uint8"))

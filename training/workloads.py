@@ -7,11 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from training import sharding
-from training.datasets import mnist
+from training.datasets import mnist, speech_features
+
+if TYPE_CHECKING:
+    from training.config import RunSpec
 
 
 @dataclass(frozen=True)
@@ -61,19 +65,48 @@ def _mnist_test(dataset_uri: str) -> tuple[np.ndarray, np.ndarray]:
     return _images_as_inputs(batch.images[order]), batch.labels[order].astype(np.int32)
 
 
-WORKLOADS = {
-    "mnist_elastic_cnn": Workload(
-        name="mnist_elastic_cnn",
-        num_classes=mnist.NUM_CLASSES,
-        build_model=_mnist_model,
+def _features_shard(shards_uri: str, rank: int, workers: int) -> tuple[np.ndarray, np.ndarray]:
+    batch = sharding.read_worker_images(shards_uri, rank, workers)
+    return batch.images, batch.labels.astype(np.int32)
+
+
+def _features_test(dataset_uri: str) -> tuple[np.ndarray, np.ndarray]:
+    batch = speech_features.read_split(dataset_uri, "test")
+    return batch.images, batch.labels.astype(np.int32)
+
+
+def _keyword_spotter(spec: RunSpec) -> Workload:
+    from training.audio.features import feature_shape
+
+    def build_model() -> object:
+        from training.models.densenet_bilstm import densenet_bilstm
+
+        return densenet_bilstm(feature_shape(spec.features), spec.kws_task)
+
+    return Workload(
+        name="kws_densenet_bilstm",
+        num_classes=spec.kws_task,
+        build_model=build_model,
         make_optimizer=_adam,
-        load_shard=_mnist_shard,
-        load_test=_mnist_test,
-    ),
-}
+        load_shard=_features_shard,
+        load_test=_features_test,
+    )
 
 
-def get_workload(name: str) -> Workload:
-    if name not in WORKLOADS:
-        raise ValueError(f"unknown workload {name!r}; known: {', '.join(sorted(WORKLOADS))}")
-    return WORKLOADS[name]
+MNIST_ELASTIC_CNN = Workload(
+    name="mnist_elastic_cnn",
+    num_classes=mnist.NUM_CLASSES,
+    build_model=_mnist_model,
+    make_optimizer=_adam,
+    load_shard=_mnist_shard,
+    load_test=_mnist_test,
+)
+
+
+def workload_for(spec: RunSpec) -> Workload:
+    """The workload a run trains; keyword spotting's classes and input shape follow the run's task and features."""
+    if spec.workload == "mnist_elastic_cnn":
+        return MNIST_ELASTIC_CNN
+    if spec.workload == "kws_densenet_bilstm":
+        return _keyword_spotter(spec)
+    raise ValueError(f"unknown workload {spec.workload!r}")

@@ -24,6 +24,7 @@ os.environ.update({
     "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
 })
 sys.path.insert(0, str(REPO_ROOT / "plugins"))
+sys.path.insert(0, str(REPO_ROOT / "dags"))  # the DAG modules own their defaults (e.g. KWS_DEFAULTS)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,7 +1,10 @@
 """The Parquet row format shared by every image dataset: raw, augmented and sharded.
 
-Columns: ``index`` (example id in the source split), ``copy`` (0 = original, k = k-th deformation),
-``label`` and ``image`` (row-major uint8 pixels). Readers need only pyarrow and numpy.
+Columns: ``index`` (example id in the source split), ``copy`` (0 = original, k = k-th augmented copy),
+``label`` and ``image`` (the row-major array as raw bytes). Readers need only pyarrow and numpy.
+
+An "image" is any fixed-shape 2-D array: uint8 pixels for MNIST, a float16 time × frequency map (log-mel or MFCC)
+for keyword spotting. The dataset's manifest records ``image_shape`` and ``image_dtype`` (uint8 when absent).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ IMAGE_SCHEMA = pa.schema(
 
 @dataclass(frozen=True)
 class ImageBatch:
-    """Examples as arrays: images (n, height, width) uint8, labels (n,) int8, index (n,) int64, copy (n,) int16."""
+    """Examples as arrays: images (n, height, width), labels (n,) int8, index (n,) int64, copy (n,) int16."""
 
     images: np.ndarray
     labels: np.ndarray
@@ -35,28 +38,28 @@ class ImageBatch:
 
 
 def binary_column(images: np.ndarray) -> pa.Array:
-    """Pack (n, h, w) uint8 images into one Arrow binary array without a Python loop."""
+    """Pack (n, h, w) arrays (any fixed-size dtype) into one Arrow binary array without a Python loop."""
     count = len(images)
-    pixels = np.ascontiguousarray(images, dtype=np.uint8).reshape(count, -1)
+    pixels = np.ascontiguousarray(images).reshape(count, -1).view(np.uint8)
     width = pixels.shape[1]
     offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
     return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(pixels)])
 
 
-def pixels_of(column: pa.Array | pa.ChunkedArray, shape: tuple[int, int]) -> np.ndarray:
-    """Unpack an Arrow binary column of equally sized images into (n, h, w) uint8."""
+def pixels_of(column: pa.Array | pa.ChunkedArray, shape: tuple[int, int], dtype: str = "uint8") -> np.ndarray:
+    """Unpack an Arrow binary column of equally sized images into (n, h, w) of ``dtype``."""
     if isinstance(column, pa.ChunkedArray):
-        chunks = [pixels_of(chunk, shape) for chunk in column.chunks]
-        return np.concatenate(chunks) if chunks else np.empty((0, *shape), np.uint8)
+        chunks = [pixels_of(chunk, shape, dtype) for chunk in column.chunks]
+        return np.concatenate(chunks) if chunks else np.empty((0, *shape), dtype)
     count = len(column)
-    size = shape[0] * shape[1]
+    size = shape[0] * shape[1] * np.dtype(dtype).itemsize
     if column.null_count:
         raise ValueError("image column holds nulls")
     offsets = np.frombuffer(column.buffers()[1], dtype=np.int32)[column.offset : column.offset + count + 1]
     if count and not np.all(np.diff(offsets) == size):
         raise ValueError(f"every image must hold {size} bytes ({shape[0]}x{shape[1]})")
     data = np.frombuffer(column.buffers()[2], dtype=np.uint8)
-    return data[offsets[0] : offsets[0] + count * size].reshape(count, *shape)
+    return data[offsets[0] : offsets[0] + count * size].view(dtype).reshape(count, *shape)
 
 
 def to_table(batch: ImageBatch) -> pa.Table:
@@ -71,12 +74,12 @@ def to_table(batch: ImageBatch) -> pa.Table:
     )
 
 
-def from_table(table: pa.Table, shape: tuple[int, int]) -> ImageBatch:
+def from_table(table: pa.Table, shape: tuple[int, int], dtype: str = "uint8") -> ImageBatch:
     missing = {"index", "copy", "label", "image"} - set(table.column_names)
     if missing:
         raise ValueError(f"not an image table: missing columns {sorted(missing)}")
     return ImageBatch(
-        images=pixels_of(table.column("image"), shape),
+        images=pixels_of(table.column("image"), shape, dtype),
         labels=table.column("label").to_numpy().astype(np.int8),
         index=table.column("index").to_numpy().astype(np.int64),
         copy=table.column("copy").to_numpy().astype(np.int16),

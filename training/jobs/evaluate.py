@@ -20,8 +20,8 @@ from training.evaluation.classification import accuracy, confusion_matrix, per_c
 from training.evaluation.figures import confusion_matrix_png
 from training.jobs.train import RESULT_FILE
 from training.strategies.checkpoints import load_model
-from training.strategies.evaluation_clock import predicted_classes, scale_pixels
-from training.workloads import get_workload
+from training.strategies.evaluation_clock import model_inputs, predicted_classes
+from training.workloads import workload_for
 
 log = logging.getLogger(__name__)
 
@@ -39,23 +39,26 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     record = storage.read_json(storage.join(run_uri, RESULT_FILE))
     if record is None or not record.get("mlflow_run_id"):
         raise RunSpecError(f"run_name={spec.run_name!r}: no finished training at {run_uri}; train it first")
-    workload = get_workload(spec.workload)
+    workload = workload_for(spec)
     images, labels = workload.load_test(spec.augmented_uri())
     model = load_model(record["result"]["model_uri"])
     confusion = confusion_matrix(labels, predicted_classes(model, images), workload.num_classes)
     per_class = per_class_accuracy(confusion)
-    metrics = {"test_accuracy": accuracy(confusion)}
-    metrics.update({f"test_accuracy_class_{label}": float(value) for label, value in enumerate(per_class)})
-    class_names = [str(label) for label in range(workload.num_classes)]
+    class_names = (storage.require_manifest(spec.augmented_uri()).get("class_names")
+                   or [str(label) for label in range(workload.num_classes)])
+    metrics = {"test_accuracy": accuracy(confusion), "model_parameters": float(model.count_params())}
+    metrics.update({f"test_accuracy_class_{name}": float(value)
+                    for name, value in zip(class_names, per_class, strict=True)})
     figure = confusion_matrix_png(confusion, class_names,
                                   f"{spec.workload} · {spec.strategy} {spec.config} · "
                                   f"test accuracy {metrics['test_accuracy']:.2%}")
     tracking.log_evaluation(
         spec, record["mlflow_run_id"], metrics,
         {"confusion_matrix.png": figure,
-         "confusion_matrix.json": json.dumps(confusion.tolist()).encode()},
+         "confusion_matrix.json": json.dumps({"class_names": class_names, "counts": confusion.tolist()}).encode(),
+         "per_class_accuracy.json": json.dumps(dict(zip(class_names, per_class.tolist(), strict=True))).encode()},
         model=model,
-        example_inputs=scale_pixels(images[:4]).numpy(),
+        example_inputs=model_inputs(images[:4]).numpy(),
     )
     evaluation = {"mlflow_run_id": record["mlflow_run_id"], "metrics": metrics,
                   "wall_seconds": record["result"]["wall_seconds"],
@@ -73,7 +76,9 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
     lines = [
         f"workload {spec.workload}, strategy {spec.strategy}, {spec.config} "
         f"(nodes × workers_per_node = {spec.total_workers} workers), {spec.epochs} epochs",
-        f"test accuracy     {evaluation['metrics']['test_accuracy']:.2%}",
+        f"test accuracy     {evaluation['metrics']['test_accuracy']:.2%}"
+        + (f"  ({int(evaluation['metrics']['model_parameters']):,} model parameters)"
+           if "model_parameters" in evaluation["metrics"] else ""),
         f"training wall     {evaluation['wall_seconds']:.1f} s"
         + (f"  (time to {spec.target_accuracy:.1%}: {target:.1f} s)" if target else
            f"  ({spec.target_accuracy:.1%} not reached)"),

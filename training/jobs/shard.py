@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from training import dataset_names, sharding, storage
 from training.console import configure_logging, step
-from training.datasets import mnist
 from training.jobs.augment import SPARK_IMAGE_SCHEMA
 
 if TYPE_CHECKING:
@@ -27,7 +26,10 @@ def shard_dataset(
     from pyspark.sql import Window
     from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-    source_manifest = storage.require_manifest(source, mnist.DATASET_KIND)
+    source_manifest = storage.require_manifest(source)
+    if source_manifest.get("kind") not in sharding.SHARDABLE_KINDS:
+        raise storage.DatasetError(f"{source}: a {source_manifest.get('kind')!r} dataset cannot be sharded "
+                                   f"(expected one of {', '.join(sharding.SHARDABLE_KINDS)})")
     train_rows = source_manifest["splits"]["train"]["rows"]
     sharding.validate_shard_count(num_shards, train_rows)
     if int(seed) != seed or seed < 0:
@@ -58,6 +60,8 @@ def shard_dataset(
             "source": storage.to_uri(source),
             "source_data_version": source_manifest["data_version"],
             "image_shape": source_manifest["image_shape"],
+            "image_dtype": source_manifest.get("image_dtype", "uint8"),
+            "class_names": source_manifest.get("class_names"),
             "num_shards": num_shards,
             "seed": seed,
             "rows": train_rows,
@@ -89,8 +93,8 @@ def _collect_shards(staging: storage.Location, num_shards: int, num_classes: int
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", default=None,
-                        help="image dataset URI whose train split is sharded (default: the augmented MNIST "
-                             "from 'cloudburst augment' with its defaults)")
+                        help="dataset URI whose train split is sharded: augmented MNIST or keyword-spotting "
+                             "features (default: the augmented MNIST from 'cloudburst augment' with its defaults)")
     parser.add_argument("--dest", default=None, help="output URI (default: <source>-shards<N>-seed<seed>)")
     parser.add_argument("--shards", type=int, default=None,
                         help="number of shards N; default nodes × workers-per-node")

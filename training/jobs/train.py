@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from training import sharding, storage, tracking
 from training.config import RunSpec, RunSpecError
 from training.console import configure_logging
-from training.datasets import mnist
 from training.strategies import get_strategy
 from training.strategies.base import TrainingResult
 
@@ -33,7 +32,9 @@ RESULT_FILE = "result.json"
 def check_inputs(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     """Validate the spec against its datasets before any Spark work; returns (augmented, shards) manifests."""
     spec.validate()
-    augmented = storage.require_manifest(spec.augmented_uri(), mnist.DATASET_KIND)
+    augmented = storage.require_manifest(spec.augmented_uri())
+    if augmented.get("kind") not in sharding.SHARDABLE_KINDS:
+        raise RunSpecError(f"{spec.augmented_uri()}: a {augmented.get('kind')!r} dataset cannot be trained on")
     shards = storage.require_manifest(spec.shards_uri(), sharding.DATASET_KIND)
     spec.validate_shards(shards["num_shards"])
     return augmented, shards
@@ -71,10 +72,11 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
         storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     result = TrainingResult.from_mapping(record["result"])
     shard_manifest = {key: value for key, value in shards.items() if key != "files"}
-    record["mlflow_run_id"] = tracking.log_training(
-        spec, result, record["data_version"],
-        {"shard_manifest.json": _json_bytes(shard_manifest), "run_spec.json": _json_bytes(spec.to_mapping())},
-    )
+    artifacts = {"shard_manifest.json": _json_bytes(shard_manifest), "run_spec.json": _json_bytes(spec.to_mapping())}
+    ingest_report = storage.read_json(storage.join(spec.raw_uri(), "ingest_report.json"))
+    if ingest_report is not None:  # speech ingestion lists every skipped clip and why
+        artifacts["ingest_report.json"] = _json_bytes(ingest_report)
+    record["mlflow_run_id"] = tracking.log_training(spec, result, record["data_version"], artifacts)
     storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     final = result.epochs[-1]
     log.info("trained in %.1f s (training clock %.1f s): val_accuracy %.4f, time to %.1f%%: %s; MLflow run %s",

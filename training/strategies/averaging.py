@@ -57,7 +57,7 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
 
     from training.config import RunSpec
     from training.strategies.input_pipeline import training_dataset
-    from training.workloads import get_workload
+    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
     for rank in partitions:
@@ -70,7 +70,7 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
                 _threads_configured.append(threads)
             for stale in [other for other in _worker_state if other[0] != key[0]]:
                 del _worker_state[stale]  # another run's model and data: free them
-            workload = get_workload(spec.workload)
+            workload = workload_for(spec)
             images, labels = workload.load_shard(shards_uri, rank, spec.total_workers)
             model = workload.build_model()
             model.compile(optimizer=workload.make_optimizer(spec.learning_rate), loss=workload.make_loss(),
@@ -102,10 +102,10 @@ class AveragingStrategy:
 
         from training.strategies.checkpoints import CheckpointStore, save_model
         from training.strategies.evaluation_clock import correct_predictions
-        from training.workloads import get_workload
+        from training.workloads import workload_for
 
         started = time.perf_counter()
-        workload = get_workload(spec.workload)
+        workload = workload_for(spec)
         model = workload.build_model()
         test_images, test_labels = workload.load_test(test_uri)
         checkpoints = CheckpointStore(run_uri)

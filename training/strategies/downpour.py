@@ -207,10 +207,10 @@ class DownpourStrategy:
         from training.strategies.checkpoints import CheckpointStore, save_model
         from training.strategies.evaluation_clock import correct_predictions
         from training.strategies.parameter_server.server import ParameterServer
-        from training.workloads import get_workload
+        from training.workloads import workload_for
 
         started = time.perf_counter()
-        workload = get_workload(spec.workload)
+        workload = workload_for(spec)
         model = workload.build_model()
         if model.non_trainable_weights:
             raise ValueError(f"{spec.workload}: Downpour serves trainable parameters only; this model also has "

@@ -58,7 +58,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     from training.config import RunSpec
     from training.strategies.input_pipeline import training_dataset
     from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
-    from training.workloads import get_workload
+    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(job["spec"])
     tf.config.threading.set_intra_op_parallelism_threads(job["threads"])
@@ -66,7 +66,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     tf.get_logger().setLevel("ERROR")
     tf.keras.utils.set_random_seed(spec.seed + rank)
 
-    workload = get_workload(spec.workload)
+    workload = workload_for(spec)
     images, labels = workload.load_shard(job["shards_uri"], rank, spec.total_workers)
     steps_per_epoch = len(labels) // spec.batch_size_per_worker
     if steps_per_epoch < 1:

@@ -14,7 +14,7 @@ EVALUATION_BATCH = 2000
 
 def predicted_classes(model: tf.keras.Model, images: np.ndarray) -> np.ndarray:
     """Class predictions in plain batched calls: no tf.data iterator to build and tear down each time."""
-    predictions = [np.argmax(model(scale_pixels(images[start : start + EVALUATION_BATCH]), training=False), axis=1)
+    predictions = [np.argmax(model(model_inputs(images[start : start + EVALUATION_BATCH]), training=False), axis=1)
                    for start in range(0, len(images), EVALUATION_BATCH)]
     return np.concatenate(predictions) if predictions else np.empty(0, np.int64)
 
@@ -23,8 +23,11 @@ def correct_predictions(model: tf.keras.Model, images: np.ndarray, labels: np.nd
     return int(np.sum(predicted_classes(model, images) == labels))
 
 
-def scale_pixels(images: np.ndarray | tf.Tensor) -> tf.Tensor:
-    return tf.cast(images, tf.float32) / 255.0
+def model_inputs(images: np.ndarray | tf.Tensor) -> tf.Tensor:
+    """Stored examples → float32 model inputs: uint8 pixels scaled to [0, 1], features (float16) only cast."""
+    if images.dtype == tf.uint8 or images.dtype == np.uint8:
+        return tf.cast(images, tf.float32) / 255.0
+    return tf.cast(images, tf.float32)
 
 
 class EvaluationClock(tf.keras.callbacks.Callback):

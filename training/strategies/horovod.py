@@ -33,7 +33,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     from training.config import RunSpec
     from training.strategies.checkpoints import CheckpointStore, save_model
     from training.strategies.evaluation_clock import EvaluationClock
-    from training.workloads import get_workload
+    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
     tf.get_logger().setLevel("ERROR")  # per-step evaluation trips Keras' "slow callback" warning by design
@@ -43,7 +43,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.keras.utils.set_random_seed(spec.seed)
 
-    workload = get_workload(spec.workload)
+    workload = workload_for(spec)
     images, labels = workload.load_shard(shards_uri, rank, size)  # Horovod: each rank reads only its own shard
     test_images, test_labels = workload.load_test(test_uri)
     test_images, test_labels = test_images[rank::size], test_labels[rank::size]  # Horovod: evaluate a slice

@@ -11,7 +11,7 @@ def training_dataset(images: Any, labels: Any, batch_size: int, seed: int) -> An
     """An endless, reshuffled stream of (scaled images, labels) batches from in-memory arrays."""
     import tensorflow as tf
 
-    from training.strategies.evaluation_clock import scale_pixels
+    from training.strategies.evaluation_clock import model_inputs
 
     # No autotuning: its model thread sleeps up to a minute, and tearing the iterator down at the end of fit()
     # waits for it (measured: 8–35 s lost per run). The pipeline's parallelism is fixed anyway.
@@ -22,7 +22,7 @@ def training_dataset(images: Any, labels: Any, batch_size: int, seed: int) -> An
         .shuffle(min(SHUFFLE_BUFFER, len(labels)), seed=seed, reshuffle_each_iteration=True)
         .repeat()
         .batch(batch_size, drop_remainder=True)
-        .map(lambda x, y: (scale_pixels(x), y), num_parallel_calls=1)
+        .map(lambda x, y: (model_inputs(x), y), num_parallel_calls=1)
         .prefetch(2)
         .with_options(options)
     )

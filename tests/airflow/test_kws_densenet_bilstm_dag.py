@@ -1,0 +1,93 @@
+"""The kws_densenet_bilstm DAG: it loads, its form offers the speech settings, bad settings stop it early, and a
+real run on a tiny synthetic corpus ends with the ingest report, the confusion matrix and the model in MLflow."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.config import FEATURE_KINDS, KWS_TASKS, REPO_ROOT, RunSpec, RunSpecError
+
+DAG_ID = "kws_densenet_bilstm"
+PIPELINE = ["validate_run", "ingest", "features", "shard", "train", "evaluate"]
+
+
+@pytest.fixture(scope="module")
+def dag():
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag.dags[DAG_ID]
+
+
+def test_the_dag_chains_the_speech_pipeline(dag):
+    for upstream, downstream in zip(PIPELINE, PIPELINE[1:], strict=False):
+        assert dag.get_task(upstream).downstream_task_ids == {downstream}
+    spark_tasks = {task.task_id for task in dag.tasks if type(task).__name__ == "CloudburstSparkJobOperator"}
+    assert spark_tasks == {"features", "shard", "train"}
+
+
+def test_the_form_has_the_speech_settings_and_not_the_mnist_ones(dag):
+    from cloudburst_params import MNIST_ONLY
+
+    assert set(dag.params) == set(RunSpec.__dataclass_fields__) - {"workload", *MNIST_ONLY}
+    assert dag.params.get_param("kws_task").schema["enum"] == list(KWS_TASKS)
+    assert dag.params.get_param("features").schema["enum"] == list(FEATURE_KINDS)
+    assert dag.params["data_source"] == "synthetic"
+    for name in ("speakers", "kws_task", "features", "resample", "data_sha256"):
+        param = dag.params.get_param(name)
+        assert param.schema.get("title") and param.description, name
+
+
+def context_for(**params):
+    from cloudburst_params import MNIST_ONLY, run_params
+    from kws_densenet_bilstm import KWS_DEFAULTS
+
+    values = {name: param.value for name, param in run_params(omit=MNIST_ONLY, **KWS_DEFAULTS).items()}
+    return {"params": {**values, **params}, "run_id": "manual__2026-11-30T10:00:00+00:00"}
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"kws_task": 20}, "kws_task=20"),
+        ({"speakers": 0}, "speakers=0"),
+        ({"features": "spectrogram"}, "features='spectrogram'"),
+        ({"data_source": "/nonexistent/speech"}, "data_source='/nonexistent/speech': not 'synthetic'"),
+        ({"data_sha256": "abc"}, "data_sha256='abc'"),
+    ],
+)
+def test_bad_settings_are_rejected_before_any_work(params, message):
+    from cloudburst_operators import validate_run
+
+    with pytest.raises((RunSpecError, ValueError), match=message):
+        validate_run(DAG_ID, **context_for(**params))
+
+
+def test_a_real_run_on_a_tiny_synthetic_corpus(dag, tmp_path):
+    import mlflow
+
+    tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    conf = {"speakers": 24, "epochs": 2, "augment_copies": 1, "batch_size_per_worker": 32,
+            "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
+    dag_run = dag.test(run_conf=conf)
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert states == {task_id: "success" for task_id in PIPELINE}, states
+
+    client = mlflow.MlflowClient(tracking_uri)
+    experiment = client.get_experiment_by_name(DAG_ID)
+    [run] = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    params, metrics = run.data.params, run.data.metrics
+    assert (params["workload"], params["kws_task"], params["speakers"], params["features"]) == (
+        DAG_ID, "12", "24", "log_mel")
+    # Same metric names as the MNIST runs, per-class accuracy by class name, and the model size.
+    assert {"test_accuracy", "wall_seconds", "samples_per_second_mean", "model_parameters"} <= set(metrics)
+    assert {"test_accuracy_class_yes", "test_accuracy_class__silence_", "test_accuracy_class__unknown_"} <= set(
+        metrics)
+    assert 0.0 <= metrics["test_accuracy"] <= 1.0
+    assert 150_000 < metrics["model_parameters"] < 300_000
+    artifacts = {item.path for item in client.list_artifacts(run.info.run_id)}
+    assert {"learning_curves.png", "confusion_matrix.png", "ingest_report.json", "per_class_accuracy.json"} <= (
+        artifacts)
+    assert client.search_logged_models([experiment.experiment_id]), "the model was not logged"

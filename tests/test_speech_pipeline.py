@@ -1,0 +1,61 @@
+"""The keyword-spotting data path with real Spark: clips → features (+ augmented copies) → shards → a worker's
+arrays, and the DenseNet-BiLSTM trained through a real strategy on them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_speech_ingest import make_corpus
+
+from training import sharding, storage
+from training.audio.features import compute_features, feature_shape
+from training.config import RunSpec
+from training.datasets import speech_features, speech_ingest
+from training.jobs.features import features_dataset
+from training.jobs.shard import shard_dataset
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def clips(tmp_path) -> str:
+    corpus = make_corpus(tmp_path / "corpus", words=("yes", "no", "up", "down", "cat", "dog"), bad=False)
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)
+    return manifest["uri"]
+
+
+def test_features_keep_every_clip_augment_only_training_and_match_the_direct_computation(spark, clips, tmp_path):
+    manifest, created = features_dataset(spark, clips, str(tmp_path / "features"), "log_mel", copies=2, seed=5)
+    assert created
+    source = storage.require_manifest(clips)
+    assert manifest["image_shape"] == list(feature_shape("log_mel")) and manifest["image_dtype"] == "float16"
+    assert manifest["splits"]["train"]["rows"] == 3 * source["splits"]["train"]["rows"]
+    for split in ("validation", "test"):
+        assert manifest["splits"][split]["class_histogram"] == source["splits"][split]["class_histogram"]
+    batch = speech_features.read_split(manifest["uri"], "train")
+    audio, table = speech_ingest.read_clips(clips, "train")
+    originals = batch.images[batch.copy == 0]
+    expected = compute_features(audio[np.argsort(table.column("index").to_numpy())], "log_mel")
+    np.testing.assert_allclose(originals.astype(np.float32), expected, atol=0.02, rtol=0.01)
+    copies = batch.images[batch.copy == 1].astype(np.float32)
+    assert np.abs(copies - originals.astype(np.float32)).mean() > 0.1, "the augmented copy equals the original"
+    assert storage.resolve(manifest["uri"]).fs.exists(f"{storage.resolve(manifest['uri']).path}/preview.png")
+    again, created_again = features_dataset(spark, clips, str(tmp_path / "features"), "log_mel", copies=2, seed=5)
+    assert not created_again and again["data_version"] == manifest["data_version"]
+
+
+def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_path):
+    from training.strategies.averaging import AveragingStrategy
+
+    spec = RunSpec(workload="kws_densenet_bilstm", strategy="averaging", nodes=1, workers_per_node=2, epochs=1,
+                   batch_size_per_worker=16, augment_copies=1, evaluations_per_epoch=1, run_name="kws-test",
+                   data_root=str(tmp_path / "root"))
+    features = features_dataset(spark, clips, str(tmp_path / "features"), "mfcc", copies=1, seed=0)[0]
+    shards = shard_dataset(spark, features["uri"], str(tmp_path / "shards"), 2, seed=0)[0]
+    assert shards["image_dtype"] == "float16" and shards["class_names"] == features["class_names"]
+    assert sum(shard["rows"] for shard in shards["shards"]) == features["splits"]["train"]["rows"]
+    batch = sharding.read_worker_images(shards["uri"], 0, 2)
+    assert batch.images.shape[1:] == tuple(feature_shape("mfcc")) and batch.images.dtype == np.float16
+    result = AveragingStrategy().train(spec, shards["uri"], features["uri"], spec.run_uri(), spark)
+    assert result.total_workers == 2 and len(result.epochs) == 1
+    assert np.isfinite(result.epochs[-1]["train_loss"])

@@ -1,0 +1,204 @@
+"""Spark job: keyword-spotting features (log-mel or MFCC, tf.signal) of every clip, plus ``copies`` augmented
+copies of every training clip (random time shift, background noise at a random SNR); validation and test are
+never augmented.
+
+    spark-submit training/jobs/features.py --source URI --dest URI --features log_mel --copies 2 --seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+
+from training import dataset_names, storage
+from training.console import configure_logging, step
+from training.datasets import speech_features, speech_ingest
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+SPARK_CLIP_SCHEMA = "index long, label byte, word string, speaker string, path string, audio binary"
+SPARK_IMAGE_SCHEMA = "index long, copy short, label byte, image binary"
+FEATURE_BLOCK = 256  # clips per tf.signal call: large enough to amortise the call, small enough for the cache
+
+
+@functools.lru_cache(maxsize=4)
+def _noises(dataset: str) -> tuple[np.ndarray, ...]:
+    """The background noises, read once per Python worker."""
+    return tuple(speech_ingest.read_noises(dataset))
+
+
+def _single_threaded_tensorflow() -> None:
+    """Each Spark task is one core's worth of work: TensorFlow must not spread over the others."""
+    import tensorflow as tf
+
+    if tf.config.threading.get_intra_op_parallelism_threads() != 1:
+        try:
+            tf.config.threading.set_intra_op_parallelism_threads(1)
+            tf.config.threading.set_inter_op_parallelism_threads(1)
+        except RuntimeError:  # already initialised in this worker: keep its setting
+            pass
+
+
+def feature_record_batches(
+    batches: Iterator[pa.RecordBatch], source: str, kind: str, copies: int, seed: int,
+    max_shift_ms: float, snr_db: tuple[float, float], noise_probability: float,
+) -> Iterator[pa.RecordBatch]:
+    """For each batch of clips, yield the features of the originals, then of each augmented copy."""
+    from training.audio.features import compute_features
+    from training.augment.audio import augment_clips
+    from training.datasets.image_records import binary_column, pixels_of
+
+    _single_threaded_tensorflow()
+    noises = _noises(source) if copies else ()
+    for batch in batches:
+        audio = pixels_of(batch.column("audio"), (1, speech_ingest.CLIP_SAMPLES), "<i2")
+        audio = audio.reshape(-1, speech_ingest.CLIP_SAMPLES).astype(np.int16)
+        index = batch.column("index").to_numpy().astype(np.int64)
+        labels = batch.column("label").to_numpy().astype(np.int8)
+        for copy_number in range(copies + 1):
+            copy = np.full(len(index), copy_number, np.int16)
+            clips = audio if copy_number == 0 else augment_clips(
+                audio, index, copy, seed, noises, max_shift_ms=max_shift_ms, snr_db=snr_db,
+                noise_probability=noise_probability)
+            features = compute_features(clips, kind, batch_size=FEATURE_BLOCK).astype(speech_features.FEATURE_DTYPE)
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(index, pa.int64()), pa.array(copy, pa.int16()), pa.array(labels, pa.int8()),
+                 binary_column(features)],
+                names=["index", "copy", "label", "image"],
+            )
+
+
+def _split_statistics(frame: DataFrame, num_classes: int) -> dict[str, Any]:
+    histogram = [0] * num_classes
+    for row in frame.groupBy("label").count().collect():
+        histogram[int(row["label"])] = int(row["count"])
+    return {"rows": sum(histogram), "class_histogram": histogram}
+
+
+def features_dataset(
+    spark: SparkSession,
+    source: str,
+    destination: str,
+    kind: str = "log_mel",
+    copies: int = 2,
+    seed: int = 0,
+    overwrite: bool = False,
+) -> tuple[dict[str, Any], bool]:
+    """Publish the features of ``source``'s clips (and augmented training copies) at ``destination``."""
+    from training.audio.features import FEATURE_KINDS, feature_shape
+    from training.augment import audio as audio_augment
+    from training.jobs.augment import normalise_part_names
+
+    if kind not in FEATURE_KINDS:
+        raise ValueError(f"features must be one of {', '.join(FEATURE_KINDS)}, got {kind!r}")
+    max_shift_ms, snr_db = audio_augment.DEFAULT_MAX_SHIFT_MS, audio_augment.DEFAULT_SNR_DB
+    noise_probability = audio_augment.DEFAULT_NOISE_PROBABILITY
+    audio_augment.validate_parameters(max_shift_ms, snr_db, noise_probability, seed=seed, copies=copies)
+    source_manifest = storage.require_manifest(source, speech_ingest.DATASET_KIND)
+    if copies and not source_manifest["noise_files"]:
+        log.warning("%s has no background noise: augmented copies get the time shift only", source)
+        noise_probability = 0.0
+    augmentation = {"method": "time shift + background noise", "copies": copies, "max_shift_ms": max_shift_ms,
+                    "snr_db": list(snr_db), "noise_probability": noise_probability, "seed": seed}
+    recipe = {"source_data_version": source_manifest["data_version"], "features": kind, **augmentation}
+    num_classes = len(source_manifest["class_names"])
+    partitions = max(2, spark.sparkContext.defaultParallelism * 2)
+
+    def write(staging: storage.Location) -> dict[str, Any]:
+        splits = {}
+        for split in ("train", "validation", "test"):
+            split_copies = copies if split == "train" else 0
+            transform = functools.partial(
+                feature_record_batches, source=storage.to_uri(source), kind=kind, copies=split_copies, seed=seed,
+                max_shift_ms=max_shift_ms, snr_db=snr_db, noise_probability=noise_probability)
+            clips = spark.read.schema(SPARK_CLIP_SCHEMA).parquet(storage.join(source, split))
+            # Ranges of the index: every core gets work and the partitions are the same on every run.
+            clips = clips.repartitionByRange(partitions, "index")
+            rows = source_manifest["splits"][split]["rows"]
+            with step(log, f"{kind} features of {rows} {split} clips × {split_copies + 1}"):
+                clips.mapInArrow(transform, SPARK_IMAGE_SCHEMA).write.mode("error").parquet(
+                    storage.join(staging.uri, split))
+                normalise_part_names(staging, split)
+            splits[split] = _split_statistics(spark.read.parquet(storage.join(staging.uri, split)), num_classes)
+        _write_preview(staging, source, kind, augmentation)
+        return {
+            "source": storage.to_uri(source),
+            "features": kind,
+            "image_shape": list(feature_shape(kind)),
+            "image_dtype": speech_features.FEATURE_DTYPE,
+            "class_names": source_manifest["class_names"],
+            "task": source_manifest["task"],
+            "splits": splits,
+            "augmentation": augmentation,
+        }
+
+    return storage.publish(destination, speech_features.DATASET_KIND, recipe, write, overwrite=overwrite)
+
+
+def _write_preview(staging: storage.Location, source: str, kind: str, augmentation: dict[str, Any]) -> None:
+    """preview.png: a few training clips' features beside their first augmented copy."""
+    from training.audio.features import compute_features
+    from training.augment.audio import augment_clips
+    from training.evaluation.figures import feature_maps_png
+
+    audio, table = speech_ingest.read_clips(source, "train")
+    count = min(4, len(audio))
+    index = table.column("index").to_numpy()[:count].astype(np.int64)
+    originals = audio[:count]
+    noises = speech_ingest.read_noises(source)
+    augmented = augment_clips(originals, index, np.ones(count, np.int16), augmentation["seed"], noises,
+                              max_shift_ms=augmentation["max_shift_ms"], snr_db=tuple(augmentation["snr_db"]),
+                              noise_probability=augmentation["noise_probability"]) if noises else originals
+    words = table.column("word").to_pylist()[:count]
+    png = feature_maps_png(compute_features(originals, kind), compute_features(augmented, kind), words, kind)
+    with staging.fs.open(f"{staging.path}/preview.png", "wb") as handle:
+        handle.write(png)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--source", required=True, help="ingested clips (kind speech-clips) URI")
+    parser.add_argument("--dest", default=None,
+                        help="output URI (default: beside the source, features-…-<kind>-k<copies>-seed<seed>)")
+    parser.add_argument("--features", default="log_mel", choices=("log_mel", "mfcc"),
+                        help="log_mel: 40 log-mel bands; mfcc: 40 MFCCs (default: %(default)s)")
+    parser.add_argument("--copies", type=int, default=2,
+                        help="augmented copies per training clip (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--overwrite", action="store_true", help="replace a different dataset at --dest")
+
+
+def run(args: argparse.Namespace, master: str | None = None) -> str:
+    """Run the job from parsed arguments; returns the destination URI."""
+    from training.jobs.spark_session import spark_session
+
+    source = storage.to_uri(args.source)
+    destination = args.dest or dataset_names.speech_features(source, args.features, args.copies, args.seed)
+    spark = spark_session("cloudburst-features", master)
+    manifest, created = features_dataset(spark, source, destination, args.features, args.copies, args.seed,
+                                         args.overwrite)
+    verb = "published" if created else "already complete, nothing to do:"
+    splits = manifest["splits"]
+    log.info("%s %s (train %d, validation %d, test %d rows of %s, data_version %s)", verb, manifest["uri"],
+             splits["train"]["rows"], splits["validation"]["rows"], splits["test"]["rows"],
+             "×".join(map(str, manifest["image_shape"])), manifest["data_version"])
+    return manifest["uri"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    configure_logging()
+    run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
