@@ -24,7 +24,7 @@ case "$dag_id" in
         # 100 synthetic speakers, 12-class task; the DAG's own defaults (dags/kws_densenet_bilstm.py) otherwise.
         base_conf='{"speakers": 100}'
         configs="${DEMO_CONFIGS:-1x2}"
-        minutes="about 12 minutes" ;;
+        minutes="about 5 minutes" ;;
     *) echo "unknown demo DAG $dag_id (mnist_elastic_cnn or kws_densenet_bilstm)" >&2; exit 2 ;;
 esac
 log="var/demo-${dag_id}.log"

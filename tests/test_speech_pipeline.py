@@ -42,6 +42,8 @@ def test_features_keep_every_clip_augment_only_training_and_match_the_direct_com
     assert storage.resolve(manifest["uri"]).fs.exists(f"{storage.resolve(manifest['uri']).path}/preview.png")
     again, created_again = features_dataset(spark, clips, str(tmp_path / "features"), "log_mel", copies=2, seed=5)
     assert not created_again and again["data_version"] == manifest["data_version"]
+    elsewhere, _ = features_dataset(spark, clips, str(tmp_path / "features-again"), "log_mel", copies=2, seed=5)
+    assert elsewhere["files"] == manifest["files"], "a re-run must write identical bytes"
 
 
 def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_path):

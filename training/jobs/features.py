@@ -122,7 +122,7 @@ def features_dataset(
                 max_shift_ms=max_shift_ms, snr_db=snr_db, noise_probability=noise_probability)
             clips = spark.read.schema(SPARK_CLIP_SCHEMA).parquet(storage.join(source, split))
             # Ranges of the index: every core gets work and the partitions are the same on every run.
-            clips = clips.repartitionByRange(partitions, "index")
+            clips = clips.repartitionByRange(partitions, "index").sortWithinPartitions("index")
             rows = source_manifest["splits"][split]["rows"]
             with step(log, f"{kind} features of {rows} {split} clips × {split_copies + 1}"):
                 clips.mapInArrow(transform, SPARK_IMAGE_SCHEMA).write.mode("error").parquet(
@@ -201,4 +201,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Under spark-submit this file is __main__; run the imported module instead, so Spark's workers find its
+    # functions (the cached noise reader above all) by their module name.
+    from training.jobs import features as features_module
+
+    features_module.main()
