@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 import tarfile
-import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
+from wav_files import wav_bytes
 
 from training.datasets.speech_commands import (
     InvalidClipError,
@@ -22,16 +22,6 @@ from training.datasets.speech_commands import (
 # From the real Speech Commands v0.02 validation_list.txt: these clips are in the validation split.
 REAL_VALIDATION_CLIPS = ["cat/8b775397_nohash_0.wav", "cat/2643992f_nohash_1.wav", "cat/060cd039_nohash_2.wav",
                          "go/6a27a9bf_nohash_0.wav", "four/605ed0ff_nohash_0.wav", "four/bdb26021_nohash_1.wav"]
-
-
-def wav_bytes(samples: np.ndarray, rate: int = 16_000, channels: int = 1, width: int = 2) -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as writer:
-        writer.setnchannels(channels)
-        writer.setsampwidth(width)
-        writer.setframerate(rate)
-        writer.writeframes(samples.tobytes())
-    return buffer.getvalue()
 
 
 def test_which_set_puts_the_real_validation_clips_in_validation():

@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import io
 import tarfile
-import wave
 from pathlib import Path
 
 import numpy as np
 import pytest
+from wav_files import wav_bytes
 
 from training import storage
 from training.datasets import speech_commands as layout
 from training.datasets import speech_ingest
 
 SPEAKERS = ["0a7c2a8d", "1b2c3d4e", "8b775397", "9f8e7d6c", "c0ffee00", "deadbeef"]
-
-
-def wav_bytes(samples: np.ndarray, rate: int = 16_000, channels: int = 1, width: int = 2) -> bytes:
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as writer:
-        writer.setnchannels(channels)
-        writer.setsampwidth(width)
-        writer.setframerate(rate)
-        writer.writeframes(samples.tobytes())
-    return buffer.getvalue()
 
 
 def tone(frequency: float, seconds: float = 0.8, rate: int = 16_000) -> np.ndarray:

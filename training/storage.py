@@ -216,6 +216,22 @@ def _replace(where: Location, staging: Location) -> None:
         _remove(where, retired)
 
 
+def read_split_table(dataset: str, kind: str, split: str) -> Any:
+    """All Parquet files of one split of a complete dataset as one pyarrow Table (files in name order)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    manifest = require_manifest(dataset, kind)
+    if split not in manifest["splits"]:
+        raise DatasetError(f"{dataset}: no split {split!r} (has {sorted(manifest['splits'])})")
+    where = resolve(dataset)
+    tables = []
+    for name in sorted(name for name in manifest["files"] if name.startswith(f"{split}/")):
+        with where.fs.open(f"{where.path}/{name}", "rb") as handle:
+            tables.append(pq.read_table(handle))
+    return pa.concat_tables(tables)
+
+
 def write_json(uri: str, content: dict[str, Any]) -> None:
     """Write a small JSON document atomically (temporary name, then rename)."""
     where = resolve(uri)

@@ -49,9 +49,7 @@ def test_every_param_is_typed_titled_described_and_defaults_to_the_run_spec(dag)
 
 
 def context_for(**params):
-    from cloudburst_params import run_params
-
-    from cloudburst_params import SPEECH_ONLY
+    from cloudburst_params import SPEECH_ONLY, run_params
 
     values = {name: param.value for name, param in run_params(omit=SPEECH_ONLY).items()}
     return {"params": {**values, **params}, "run_id": "manual__2026-11-30T10:00:00+00:00"}

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from training import VENDORED_MNIST, storage
@@ -310,12 +309,4 @@ def ingest(
 def read_split(dataset: str, split: str) -> ImageBatch:
     """Read one split of a published image dataset with pyarrow alone."""
     manifest = storage.require_manifest(dataset, DATASET_KIND)
-    if split not in manifest["splits"]:
-        raise storage.DatasetError(f"{dataset}: no split {split!r} (has {sorted(manifest['splits'])})")
-    where = storage.resolve(dataset)
-    names = sorted(name for name in manifest["files"] if name.startswith(f"{split}/"))
-    tables = []
-    for name in names:
-        with where.fs.open(f"{where.path}/{name}", "rb") as handle:
-            tables.append(pq.read_table(handle))
-    return from_table(pa.concat_tables(tables), tuple(manifest["image_shape"]))
+    return from_table(storage.read_split_table(dataset, DATASET_KIND, split), tuple(manifest["image_shape"]))

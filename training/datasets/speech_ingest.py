@@ -399,16 +399,9 @@ def read_report(dataset: str) -> dict[str, Any] | None:
 
 def read_clips(dataset: str, split: str) -> tuple[np.ndarray, pa.Table]:
     """(audio (n, 16000) int16, the table's other columns) of one split."""
-    manifest = storage.require_manifest(dataset, DATASET_KIND)
-    if split not in manifest["splits"]:
-        raise storage.DatasetError(f"{dataset}: no split {split!r} (has {sorted(manifest['splits'])})")
-    where = storage.resolve(dataset)
-    tables = []
-    for name in sorted(name for name in manifest["files"] if name.startswith(f"{split}/")):
-        with where.fs.open(f"{where.path}/{name}", "rb") as handle:
-            tables.append(pq.read_table(handle))
-    table = pa.concat_tables(tables)
     from training.datasets.image_records import pixels_of
+
+    table = storage.read_split_table(dataset, DATASET_KIND, split)
 
     audio = pixels_of(table.column("audio"), (1, CLIP_SAMPLES), "<i2").reshape(-1, CLIP_SAMPLES)
     return audio.astype(np.int16), table.drop(["audio"])
