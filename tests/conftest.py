@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -77,3 +82,42 @@ def spark(session_environment):
     session = spark_session("cloudburst-tests", master="local[2]")
     yield session
     session.stop()
+
+
+# --- HTTP -------------------------------------------------------------------------------------------------
+
+
+class Server(NamedTuple):
+    url: str  # the served directory's mnist/ folder (the MNIST tests' base URL)
+    requested: list[str]
+    root: str  # the served directory itself
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Path], Server]]:
+    """Start real HTTP servers on 127.0.0.1 (free ports) serving a directory; all stopped after the test."""
+    running: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def start(directory: Path) -> Server:
+        requested: list[str] = []
+
+        class Handler(SimpleHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 (http.server's naming)
+                requested.append(self.path)
+                super().do_GET()
+
+            def log_message(self, *args):
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(directory)))
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        running.append((server, thread))
+        root = f"http://127.0.0.1:{server.server_address[1]}/"
+        return Server(f"{root}mnist/", requested, root)
+
+    yield start
+    for server, thread in running:
+        server.shutdown()
+        server.server_close()
+        thread.join()

@@ -7,16 +7,13 @@ ingested once per module, from its directory and over a real local HTTP server.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import gzip
 import hashlib
 import logging
 import re
 import shutil
 import socket
-import threading
-from collections.abc import Callable, Iterator
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -490,40 +487,6 @@ def test_real_mnist_parquet_bytes_are_reproducible(real_ingest, mnist_source, tm
 
 
 # --- An http(s) base URL as the source ---------------------------------------------------------------------
-
-
-class Server(NamedTuple):
-    url: str
-    requested: list[str]
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[[Path], Server]]:
-    """Start real HTTP servers on 127.0.0.1 (free ports) serving a directory; all stopped after the test."""
-    running: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
-
-    def start(directory: Path) -> Server:
-        requested: list[str] = []
-
-        class Handler(SimpleHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's naming)
-                requested.append(self.path)
-                super().do_GET()
-
-            def log_message(self, *args):
-                pass
-
-        server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(directory)))
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        thread.start()
-        running.append((server, thread))
-        return Server(f"http://127.0.0.1:{server.server_address[1]}/mnist/", requested)
-
-    yield start
-    for server, thread in running:
-        server.shutdown()
-        server.server_close()
-        thread.join()
 
 
 @pytest.fixture

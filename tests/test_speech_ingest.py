@@ -161,3 +161,31 @@ def test_a_tar_gz_source_with_its_sha256(tmp_path):
         speech_ingest.ingest(str(archive), str(tmp_path / "clips"), expected_sha256="0" * 64)
     manifest, _ = speech_ingest.ingest(str(archive), str(tmp_path / "clips"), task=35, expected_sha256=digest)
     assert sum(stats["rows"] for stats in manifest["splits"].values()) == 5 * len(SPEAKERS)
+
+
+def test_a_url_source_is_downloaded_checked_and_ingested(tmp_path, serve):
+    import hashlib
+    import shutil
+
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    www = tmp_path / "www"
+    www.mkdir()
+    archive = Path(shutil.make_archive(str(www / "speech_commands_test"), "gztar", corpus))
+    server = serve(www)
+    url = f"{server.root}{archive.name}"
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    manifest, _ = speech_ingest.ingest(url, str(tmp_path / "clips"), task=35, expected_sha256=digest)
+    assert manifest["source"] == url and server.requested == [f"/{archive.name}"]
+    assert sum(stats["rows"] for stats in manifest["splits"].values()) == 5 * len(SPEAKERS)
+    with pytest.raises(storage.DatasetError, match="download failed"):
+        speech_ingest.ingest(f"{server.root}missing.tar.gz", str(tmp_path / "other"))
+    assert not (tmp_path / "other").exists()
+
+
+def test_the_real_archives_extra_files_are_neither_clips_nor_errors(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    (corpus / "README.md").write_text("Speech Commands")  # the real v0.01/v0.02 archives carry these
+    (corpus / "LICENSE").write_text("CC BY 4.0")
+    (corpus / layout.BACKGROUND_NOISE / "README.md").write_text("about the noise files")
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)
+    assert manifest["skipped"] == 0 and manifest["noise_files"] == ["white_noise.wav"]
