@@ -1,4 +1,5 @@
-"""Training scaling on this machine, measured side by side in one run on the same data (full MNIST, k=1 elastic).
+"""Training scaling on this machine, measured side by side in one run on the same data: full MNIST with k=1 elastic
+copy, or (--workload kws_densenet_bilstm) the synthetic Speech Commands corpus of `make demo-kws`.
 
 Contenders, all with the same model, batch size per process and evaluation schedule:
   horovod 1x1        Horovod on Spark, 1 worker × 1 thread (the speedup baseline)
@@ -26,6 +27,12 @@ from typing import Any
 from training import REPO_ROOT
 
 BENCH_ROOT = REPO_ROOT / "var" / "bench"
+# Per workload: the settings its demo trains with (dags/kws_densenet_bilstm.py KWS_DEFAULTS for keyword spotting).
+WORKLOAD_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mnist_elastic_cnn": {"epochs": 6, "batch_size_per_worker": 128, "target_accuracy": 0.99, "augment_copies": 1},
+    "kws_densenet_bilstm": {"epochs": 12, "batch_size_per_worker": 64, "target_accuracy": 0.9, "augment_copies": 2,
+                            "learning_rate": 0.002, "evaluations_per_epoch": 2, "speakers": 100},
+}
 
 
 def median_throughput(epochs: list[dict[str, float]]) -> float:
@@ -71,23 +78,42 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
             "final_accuracy": float(np.asarray(epochs[-1]["val_accuracy"]))}
 
 
+def single_process_children(spec_mapping: dict[str, Any], threads: int, ranks: tuple[int, ...],
+                            workers: int) -> list[dict[str, Any]]:
+    """``single_process`` in fresh child processes (all at once): their TensorFlow thread settings are their own,
+    whatever this process already initialised."""
+    command = [sys.executable, __file__, "--single-process", json.dumps(spec_mapping), "--threads", str(threads),
+               "--workers", str(workers)]
+    processes = [subprocess.Popen([*command, "--rank", str(rank)], stdout=subprocess.PIPE, text=True,
+                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}) for rank in ranks]
+    return [json.loads(process.communicate()[0].strip().splitlines()[-1]) for process in processes]
+
+
 def ceiling(spec_mapping: dict[str, Any]) -> dict[str, Any]:
     """Two 1-thread processes at once, each on its own half of the data, never talking: summed samples/s."""
-    command = [sys.executable, __file__, "--single-process", json.dumps(spec_mapping), "--threads", "1",
-               "--workers", "2"]
-    processes = [subprocess.Popen([*command, "--rank", str(rank)], stdout=subprocess.PIPE, text=True,
-                                  env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}) for rank in (0, 1)]
-    outputs = [json.loads(process.communicate()[0].strip().splitlines()[-1]) for process in processes]
+    outputs = single_process_children(spec_mapping, 1, (0, 1), 2)
     return {"samples_per_second": sum(median_throughput(output["epochs"]) for output in outputs), "runs": outputs}
 
 
 def prepare(spec, spark) -> None:
-    from training.datasets import mnist
-    from training.jobs.augment import augment_dataset
     from training.jobs.shard import shard_dataset
 
-    mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), train_limit=spec.train_limit)
-    augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, seed=spec.seed)
+    if spec.is_speech:
+        from training.cli import DEFAULT_REPETITIONS, synthetic_corpus_dir
+        from training.datasets import speech_ingest
+        from training.datasets.speech_synthesis import synthesize_corpus
+        from training.jobs.features import features_dataset
+
+        corpus = synthetic_corpus_dir(spec.resolved_data_root(), spec.speakers, spec.seed)
+        synthesize_corpus(corpus, speakers=spec.speakers, repetitions=DEFAULT_REPETITIONS, seed=spec.seed)
+        speech_ingest.ingest(str(corpus), spec.raw_uri(), spec.kws_task, seed=spec.seed)
+        features_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.features, spec.augment_copies, spec.seed)
+    else:
+        from training.datasets import mnist
+        from training.jobs.augment import augment_dataset
+
+        mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), train_limit=spec.train_limit)
+        augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, seed=spec.seed)
     for workers in (1, 2):
         shards = spec.with_changes(workers_per_node=workers).shards_uri()
         shard_dataset(spark, spec.augmented_uri(), shards, workers, spec.seed)
@@ -126,9 +152,11 @@ def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--epochs", type=int, default=6, help="epochs for the time-to-target runs (default 6)")
-    parser.add_argument("--batch", type=int, default=128, help="batch size per process (default 128)")
-    parser.add_argument("--target", type=float, default=0.99, help="target test accuracy (default 0.99)")
+    parser.add_argument("--workload", default="mnist_elastic_cnn", choices=sorted(WORKLOAD_DEFAULTS),
+                        help="what to train (default mnist_elastic_cnn; kws_densenet_bilstm skips the knob sweep)")
+    parser.add_argument("--epochs", type=int, default=None, help="epochs for the time-to-target runs (MNIST 6, KWS 12)")
+    parser.add_argument("--batch", type=int, default=None, help="batch size per process (MNIST 128, KWS 64)")
+    parser.add_argument("--target", type=float, default=None, help="target test accuracy (MNIST 0.99, KWS 0.9)")
     parser.add_argument("--sweep-epochs", type=int, default=2, help="epochs per knob-sweep run (default 2)")
     parser.add_argument("--skip-sweep", action="store_true")
     parser.add_argument("--train-limit", type=int, default=0, help="first N training images only (smoke tests)")
@@ -148,9 +176,14 @@ def main() -> None:
     from training.jobs.spark_session import spark_session
 
     configure_logging()
-    base = RunSpec(epochs=args.epochs, batch_size_per_worker=args.batch, target_accuracy=args.target,
-                   threads_per_worker=1, data_root=str(BENCH_ROOT / "data"), augment_copies=1,
-                   train_limit=args.train_limit)
+    defaults = WORKLOAD_DEFAULTS[args.workload]
+    args.epochs = args.epochs or defaults["epochs"]
+    args.batch = args.batch or defaults["batch_size_per_worker"]
+    args.target = args.target or defaults["target_accuracy"]
+    base = RunSpec.from_mapping({**defaults, "workload": args.workload, "epochs": args.epochs,
+                                 "batch_size_per_worker": args.batch, "target_accuracy": args.target,
+                                 "threads_per_worker": 1, "data_root": str(BENCH_ROOT / "data"),
+                                 "train_limit": args.train_limit})
     spark = spark_session("cloudburst-bench-scaling", "local[2]")
     prepare(base, spark)
     started = time.perf_counter()
@@ -158,12 +191,13 @@ def main() -> None:
     from training import storage
 
     train_rows = storage.require_manifest(base.augmented_uri())["splits"]["train"]["rows"]
-    print(f"measuring: batch {args.batch} per process, {args.epochs} epochs over {train_rows:,} images, target "
-          f"{args.target:.1%}", flush=True)
+    print(f"measuring {args.workload}: batch {args.batch} per process, {args.epochs} epochs over {train_rows:,} "
+          f"examples, target {args.target:.1%}", flush=True)
     results["ceiling (2 × 1 thread)"] = ceiling(base.with_changes(workers_per_node=2, epochs=2).to_mapping())
     results["horovod 1x1"] = horovod(base.with_changes(workers_per_node=1), spark, "bench-1x1")
     results["horovod 1x2"] = horovod(base.with_changes(workers_per_node=2), spark, "bench-1x2")
-    results["keras, 1 process, 2 thr"] = single_process(base.with_changes(workers_per_node=1).to_mapping(), 2, 0, 1)
+    [results["keras, 1 process, 2 thr"]] = single_process_children(
+        base.with_changes(workers_per_node=1).to_mapping(), 2, (0,), 1)
     ceiling_rate = results["ceiling (2 × 1 thread)"]["samples_per_second"]
 
     elapsed = time.perf_counter() - started
@@ -179,7 +213,8 @@ def main() -> None:
     print(f"throughput: 1x2 reaches {median_throughput(two['epochs']) / ceiling_rate:.0%} of the ceiling "
           f"(target ≥ 90 %); 1x2 over 1x1: {median_throughput(two['epochs']) / median_throughput(one['epochs']):.2f}x")
 
-    if args.skip_sweep:
+    if args.skip_sweep or base.is_speech:
+        spark.stop()
         return
     print(f"\n## Communication knobs, Horovod 1x2 throughput ({args.sweep_epochs} epochs each)\n")
     print("| batch/worker | fp16 | backward passes/step | samples/s | ceiling at that batch | fraction |")
