@@ -34,3 +34,13 @@ def airflow_database():
 
     db.initdb()
     yield
+
+
+@pytest.fixture(scope="session")
+def dag_bag():
+    """Every DAG in dags/, parsed once; a DAG that fails to import fails every test that uses this."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
+    assert bag.import_errors == {}
+    return bag

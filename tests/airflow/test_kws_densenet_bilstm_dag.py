@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from training.config import FEATURE_KINDS, KWS_TASKS, REPO_ROOT, RunSpec, RunSpecError
+from training.config import FEATURE_KINDS, KWS_TASKS, RunSpec, RunSpecError
 
 DAG_ID = "kws_densenet_bilstm"
 PIPELINE = ["validate_run", "ingest", "features", "shard", "train", "evaluate"]
 
 
 @pytest.fixture(scope="module")
-def dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
-    assert bag.import_errors == {}
-    return bag.dags[DAG_ID]
+def dag(dag_bag):
+    return dag_bag.dags[DAG_ID]
 
 
 def test_the_dag_chains_the_speech_pipeline(dag):

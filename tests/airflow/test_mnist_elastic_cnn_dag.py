@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from training.config import REPO_ROOT, STRATEGIES, RunSpec, RunSpecError
+from training.config import STRATEGIES, RunSpec, RunSpecError
 
 DAG_ID = "mnist_elastic_cnn"
 PIPELINE = ["validate_run", "ingest", "augment", "shard", "train", "evaluate"]
 
 
 @pytest.fixture(scope="module")
-def dag():
-    from airflow.dag_processing.dagbag import DagBag
-
-    bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
-    assert bag.import_errors == {}
-    return bag.dags[DAG_ID]
+def dag(dag_bag):
+    return dag_bag.dags[DAG_ID]
 
 
 def test_the_dag_loads_and_chains_the_pipeline_in_order(dag):

@@ -197,33 +197,37 @@ def scan_corpus(root: Path, resample: bool) -> Scan:
             if not path.is_file():
                 scan.skipped.append({"path": relative, "reason": "not a regular file"})
                 continue
-            data = path.read_bytes()
-            scan.content.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
-            try:
-                samples, was_resampled = decode_pcm(data, resample)
-            except layout.InvalidClipError as error:
-                scan.skipped.append({"path": relative, "reason": str(error)})
-                continue
-            if was_resampled:
-                scan.resampled.append(relative)
-            good.append((relative, fit_to_clip(samples)))
+            samples = _read_checked(path, relative, resample, scan)
+            if samples is not None:
+                good.append((relative, fit_to_clip(samples)))
         scan.clips[directory.name] = good
     noise_dir = root / layout.BACKGROUND_NOISE
     if noise_dir.is_dir():
         for path in sorted(noise_dir.glob("*.wav")):
             relative = f"{layout.BACKGROUND_NOISE}/{path.name}"
-            data = path.read_bytes()
-            scan.content.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
-            try:
-                samples, _ = decode_pcm(data, resample)
-            except layout.InvalidClipError as error:
-                scan.skipped.append({"path": relative, "reason": str(error)})
+            samples = _read_checked(path, relative, resample, scan)
+            if samples is None:
                 continue
             if len(samples) < CLIP_SAMPLES:
                 scan.skipped.append({"path": relative, "reason": "background noise shorter than 1 s"})
                 continue
             scan.noises.append((path.name, samples))
     return scan
+
+
+def _read_checked(path: Path, relative: str, resample: bool, scan: Scan) -> np.ndarray | None:
+    """A file's samples at 16 kHz, or None after recording why it was skipped; every file read counts in the
+    content id."""
+    data = path.read_bytes()
+    scan.content.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
+    try:
+        samples, was_resampled = decode_pcm(data, resample)
+    except layout.InvalidClipError as error:
+        scan.skipped.append({"path": relative, "reason": str(error)})
+        return None
+    if was_resampled:
+        scan.resampled.append(relative)
+    return samples
 
 
 def split_of(relative: str, split_lists: dict[str, set[str]]) -> str:
