@@ -189,3 +189,11 @@ def test_the_real_archives_extra_files_are_neither_clips_nor_errors(tmp_path):
     (corpus / layout.BACKGROUND_NOISE / "README.md").write_text("about the noise files")
     manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)
     assert manifest["skipped"] == 0 and manifest["noise_files"] == ["white_noise.wav"]
+
+
+def test_a_corrupt_archive_is_a_clear_error_and_publishes_nothing(tmp_path):
+    archive = tmp_path / "broken.tar.gz"
+    archive.write_bytes(b"\x1f\x8b\x08\x00" + b"not really gzip" * 10)
+    with pytest.raises(storage.DatasetError, match="not a readable .tar/.tar.gz archive"):
+        speech_ingest.ingest(str(archive), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists()

@@ -50,10 +50,10 @@ def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_p
     from training.strategies.averaging import AveragingStrategy
 
     spec = RunSpec(workload="kws_densenet_bilstm", strategy="averaging", nodes=1, workers_per_node=2, epochs=1,
-                   batch_size_per_worker=16, augment_copies=1, evaluations_per_epoch=1, run_name="kws-test",
-                   data_root=str(tmp_path / "root"))
-    features = features_dataset(spark, clips, str(tmp_path / "features"), "mfcc", copies=1, seed=0)[0]
-    shards = shard_dataset(spark, features["uri"], str(tmp_path / "shards"), 2, seed=0)[0]
+                   batch_size_per_worker=16, augment_copies=1, features="mfcc", evaluations_per_epoch=1,
+                   run_name="kws-test", data_root=str(tmp_path / "root"))
+    features = features_dataset(spark, clips, spec.augmented_uri(), "mfcc", copies=1, seed=0)[0]
+    shards = shard_dataset(spark, features["uri"], spec.shards_uri(), 2, seed=0)[0]
     assert shards["image_dtype"] == "float16" and shards["class_names"] == features["class_names"]
     assert sum(shard["rows"] for shard in shards["shards"]) == features["splits"]["train"]["rows"]
     batch = sharding.read_worker_images(shards["uri"], 0, 2)
@@ -61,3 +61,16 @@ def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_p
     result = AveragingStrategy().train(spec, shards["uri"], features["uri"], spec.run_uri(), spark)
     assert result.total_workers == 2 and len(result.epochs) == 1
     assert np.isfinite(result.epochs[-1]["train_loss"])
+
+
+def test_the_model_has_as_many_classes_as_the_data(spark, tmp_path):
+    """The 35-word task on a corpus with fewer words (v0.01 has 30) trains and evaluates on the words it has."""
+    from training.workloads import workload_for
+
+    spec = RunSpec(workload="kws_densenet_bilstm", kws_task=35, augment_copies=0, data_root=str(tmp_path / "root"),
+                   data_source=str(make_corpus(tmp_path / "corpus", bad=False)))
+    clips = speech_ingest.ingest(spec.resolved_data_source(), spec.raw_uri(), task=35)[0]
+    features_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.features, copies=0)
+    workload = workload_for(spec)
+    assert workload.num_classes == len(clips["class_names"]) == 5
+    assert workload.build_model().output_shape == (None, 5)

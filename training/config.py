@@ -50,7 +50,7 @@ FIELD_DOCS: dict[str, tuple[str, str]] = {  # field → (title, description): CL
     "kws_task": (
         "Keyword task",
         "12: the standard ten keywords plus _silence_ and _unknown_ (sampled from the other words); 35: every"
-        " word is a class.",
+        " word directory is a class (35 in v0.02, 30 in v0.01).",
     ),
     "features": (
         "Audio features",

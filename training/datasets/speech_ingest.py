@@ -22,10 +22,12 @@ import io
 import logging
 import math
 import shutil
+import tarfile
 import tempfile
 import urllib.error
 import urllib.request
 import wave
+import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,9 +150,7 @@ def open_source(source: str, expected_sha256: str, workdir: Path) -> tuple[Path,
     target = workdir / "extracted"
     try:
         layout.safe_extract(archive, target)
-    except layout.UnsafeArchiveError:
-        raise
-    except Exception as error:  # tarfile raises several types for a corrupt or non-tar file
+    except (tarfile.TarError, EOFError, zlib.error) as error:  # a corrupt, truncated or non-tar file
         raise storage.DatasetError(f"{source}: not a readable .tar/.tar.gz archive ({error})") from error
     # Speech Commands archives hold the words at the top; tolerate one wrapping directory.
     entries = [entry for entry in target.iterdir() if not entry.name.startswith(".")]

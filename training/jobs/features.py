@@ -21,7 +21,7 @@ from training.console import configure_logging, step
 from training.datasets import speech_features, speech_ingest
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +77,6 @@ def feature_record_batches(
             )
 
 
-def _split_statistics(frame: DataFrame, num_classes: int) -> dict[str, Any]:
-    histogram = [0] * num_classes
-    for row in frame.groupBy("label").count().collect():
-        histogram[int(row["label"])] = int(row["count"])
-    return {"rows": sum(histogram), "class_histogram": histogram}
-
-
 def features_dataset(
     spark: SparkSession,
     source: str,
@@ -96,7 +89,7 @@ def features_dataset(
     """Publish the features of ``source``'s clips (and augmented training copies) at ``destination``."""
     from training.audio.features import FEATURE_KINDS, feature_shape
     from training.augment import audio as audio_augment
-    from training.jobs.augment import normalise_part_names
+    from training.jobs.augment import normalise_part_names, split_statistics
 
     if kind not in FEATURE_KINDS:
         raise ValueError(f"features must be one of {', '.join(FEATURE_KINDS)}, got {kind!r}")
@@ -128,7 +121,7 @@ def features_dataset(
                 clips.mapInArrow(transform, SPARK_IMAGE_SCHEMA).write.mode("error").parquet(
                     storage.join(staging.uri, split))
                 normalise_part_names(staging, split)
-            splits[split] = _split_statistics(spark.read.parquet(storage.join(staging.uri, split)), num_classes)
+            splits[split] = split_statistics(spark.read.parquet(storage.join(staging.uri, split)), num_classes)
         _write_preview(staging, source, kind, augmentation)
         return {
             "source": storage.to_uri(source),
