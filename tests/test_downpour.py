@@ -44,23 +44,23 @@ def train(spec: RunSpec, spark, run_name: str):
 
 
 def test_two_asynchronous_workers_learn_through_the_parameter_server(spark, small_spec):
-    result = train(small_spec, spark, "two-workers")
-    assert [row["epoch"] for row in result.epochs] == [1, 2]
-    # 4,000 images (k=1) for two epochs; chance is 0.1. Seen: 0.842 once, above 0.85 otherwise; the asynchronous
-    # order of pushes differs from run to run, so the bound leaves room below that.
-    assert result.epochs[-1]["val_accuracy"] > 0.75
-    assert result.evaluations[-1]["val_accuracy"] > result.evaluations[0]["val_accuracy"]
-    assert len(result.evaluations) == small_spec.epochs * small_spec.evaluations_per_epoch
+    # Four epochs, not two: after two, the asynchronous order of pushes (it differs from run to run) left the
+    # accuracy between 0.74 and 0.9 in CI runs; after four it ended at 0.95–0.97 in three runs.
+    spec = small_spec.with_changes(epochs=4)
+    result = train(spec, spark, "two-workers")
+    assert [row["epoch"] for row in result.epochs] == [1, 2, 3, 4]
+    assert result.epochs[-1]["val_accuracy"] > 0.85  # 4,000 images (k=1) per epoch; chance is 0.1
+    assert len(result.evaluations) == spec.epochs * spec.evaluations_per_epoch
     seconds = [evaluation["train_seconds"] for evaluation in result.evaluations]
     assert seconds == sorted(seconds) and seconds[0] > 0
     # 2,000 examples per worker (k=1 doubles 2,000 images) at batch 32: 62 steps per epoch. Every worker pushes
     # every 4 of its steps to each of the 2 server shards, and fetches once before its first step and then every
     # 4 steps (skipping a turn while the previous fetch is still on its way).
-    worker_steps = 62 * small_spec.epochs
-    workers, shards = small_spec.total_workers, small_spec.ps_shards
+    worker_steps = 62 * spec.epochs
+    workers, shards = spec.total_workers, spec.ps_shards
     assert result.extra["steps_per_epoch"] == 2 * 62
-    assert result.metrics["pushes"] == workers * -(-worker_steps // small_spec.n_push) * shards
-    most_fetches = workers * (1 + -(-worker_steps // small_spec.n_fetch)) * shards
+    assert result.metrics["pushes"] == workers * -(-worker_steps // spec.n_push) * shards
+    most_fetches = workers * (1 + -(-worker_steps // spec.n_fetch)) * shards
     assert most_fetches / 2 < result.metrics["fetches"] <= most_fetches
     assert result.metrics["bytes_moved"] > 0 and result.metrics["lost_workers"] == 0
     assert result.metrics["staleness_max"] >= result.metrics["staleness_mean"] >= 0
