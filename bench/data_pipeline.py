@@ -19,7 +19,7 @@ from training.jobs.spark_session import spark_session
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--copies", type=int, default=1)
+    parser.add_argument("--augment-copies", dest="copies", type=int, default=1)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--master", default="local[*]")
     args = parser.parse_args()

@@ -367,7 +367,7 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
     spec = RunSpec.from_mapping(spec_mapping).with_changes(nodes=1, workers_per_node=WORKERS).validate()
     workload = workload_for(spec)
     shards = [workload.load_shard(spec.shards_uri(), rank, WORKERS) for rank in range(WORKERS)]
-    test_images, test_labels = workload.load_test(spec.augmented_uri())
+    test_images, test_labels = workload.load_split(spec.augmented_uri(), "test")
     test_images = test_images.astype(np.float32) / 255.0
     examples = sum(len(labels) for _, labels in shards)
 

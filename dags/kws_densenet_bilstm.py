@@ -17,49 +17,6 @@ last checkpoint. Manual trigger by default.
 
 from __future__ import annotations
 
-import datetime
+from cloudburst_dags import workload_dag  # an Airflow DAG per workload (this line also passes Airflow's safe-mode scan)
 
-from airflow.sdk import Asset, dag, task
-from cloudburst_operators import CloudburstCommandOperator, CloudburstSparkJobOperator, validate_run
-from cloudburst_params import MNIST_ONLY, run_params
-
-WORKLOAD = "kws_densenet_bilstm"
-KWS_CLIPS = Asset(name="speech_commands_clips", uri="x-cloudburst://datasets/speech_commands/clips")
-KWS_FEATURES = Asset(name="speech_commands_features", uri="x-cloudburst://datasets/speech_commands/features")
-KWS_SHARDS = Asset(name="speech_commands_shards", uri="x-cloudburst://datasets/speech_commands/shards")
-KWS_MODEL = Asset(name="kws_densenet_bilstm_model", uri="x-cloudburst://models/kws_densenet_bilstm")
-
-# What `make demo-kws` runs; the form starts from the same values.
-KWS_DEFAULTS = {"data_source": "synthetic", "epochs": 12, "augment_copies": 2, "batch_size_per_worker": 64,
-                "learning_rate": 0.002, "target_accuracy": 0.9, "evaluations_per_epoch": 2}
-
-
-@dag(
-    dag_id=WORKLOAD,
-    dag_display_name="Keyword spotting DenseNet-BiLSTM",
-    description="Speech Commands keyword spotting: ingest → features → shard → train → evaluate",
-    doc_md=__doc__,
-    schedule=None,
-    start_date=datetime.datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    params=run_params(omit=MNIST_ONLY, **KWS_DEFAULTS),
-    default_args={"retries": 1, "retry_delay": datetime.timedelta(seconds=15)},
-    tags=["cloudburst", "speech", "keyword-spotting", "horovod", "downpour", "averaging"],
-)
-def kws_densenet_bilstm():
-    @task(task_id="validate_run", retries=0)
-    def validate(**context):
-        return validate_run(WORKLOAD, **context)
-
-    ingest = CloudburstCommandOperator(task_id="ingest", step="ingest", workload=WORKLOAD, outlets=[KWS_CLIPS])
-    features = CloudburstSparkJobOperator(task_id="features", step="features", workload=WORKLOAD,
-                                          outlets=[KWS_FEATURES])
-    shard = CloudburstSparkJobOperator(task_id="shard", step="shard", workload=WORKLOAD, outlets=[KWS_SHARDS])
-    train = CloudburstSparkJobOperator(task_id="train", step="train", workload=WORKLOAD, outlets=[KWS_MODEL])
-    evaluate = CloudburstCommandOperator(task_id="evaluate", step="evaluate", workload=WORKLOAD)
-
-    validate() >> ingest >> features >> shard >> train >> evaluate
-
-
-kws_densenet_bilstm_dag = kws_densenet_bilstm()
+kws_densenet_bilstm_dag = workload_dag("kws_densenet_bilstm", doc_md=__doc__)

@@ -6,7 +6,8 @@ import argparse
 
 import pytest
 
-from training.config import VENDORED_MNIST, RunSpec, RunSpecError, run_name_from
+from training import VENDORED_MNIST
+from training.config import RunSpec, RunSpecError, run_name_from
 
 
 @pytest.mark.parametrize(
@@ -22,7 +23,7 @@ from training.config import VENDORED_MNIST, RunSpec, RunSpecError, run_name_from
         ({"sigma": 0.0}, "sigma=0.0: must be > 0"),
         ({"alpha": -1.0}, "alpha=-1.0: must be ≥ 0"),
         ({"augment_copies": -1}, "augment_copies=-1: must be ≥ 0"),
-        ({"target_accuracy": 1.5}, "target_accuracy=1.5: must be in (0, 1]"),
+        ({"target_accuracy": 1.5}, "target_accuracy=1.5: must be ≤ 1"),
         ({"backward_passes_per_step": 0}, "backward_passes_per_step=0: must be ≥ 1"),
         ({"run_name": "a/b"}, "run_name='a/b': may hold only"),
         ({"train_limit": 3, "nodes": 2, "workers_per_node": 2}, "train_limit=3: must give every one of the 4"),
@@ -105,7 +106,7 @@ def test_keyword_spotting_runs_have_their_own_sources_and_dataset_names():
     spec = RunSpec(workload="kws_densenet_bilstm", data_root="/data", speakers=40, seed=2, augment_copies=3,
                    features="mfcc", kws_task=35, workers_per_node=2)
     assert spec.resolved_data_source() == "synthetic"
-    assert RunSpec().resolved_data_source() == VENDORED_MNIST
+    assert RunSpec().resolved_data_source() == str(VENDORED_MNIST)
     assert spec.raw_uri() == "file:///data/speech_commands/synthetic-s40-seed2/clips-task35"
     assert spec.augmented_uri() == "file:///data/speech_commands/synthetic-s40-seed2/features-task35-mfcc-k3-seed2"
     assert spec.shards_uri() == f"{spec.augmented_uri()}-shards2-seed2"
@@ -130,3 +131,51 @@ def test_a_speech_source_must_be_synthetic_a_directory_an_archive_or_a_url(tmp_p
     speech.with_changes(data_source="https://example.org/speech_commands_v0.02.tar.gz").validate_sources()
     with pytest.raises(RunSpecError, match="not 'synthetic'"):
         speech.with_changes(data_source=str(tmp_path / "missing.tar.gz")).validate_sources()
+
+
+def test_a_workload_s_own_defaults_apply_to_every_setting_left_out():
+    kws = RunSpec(workload="kws_densenet_bilstm")
+    assert (kws.epochs, kws.augment_copies, kws.batch_size_per_worker, kws.data_source) == (12, 2, 64, "synthetic")
+    assert RunSpec(workload="kws_densenet_bilstm", epochs=3).epochs == 3  # given values win
+    assert RunSpec.from_mapping({"workload": "kws_densenet_bilstm"}) == kws
+    assert RunSpec().epochs == 5  # MNIST's
+
+
+@pytest.mark.parametrize("workload", ["mnist_elastic_cnn", "kws_densenet_bilstm"])
+def test_every_step_s_arguments_parse_in_its_job_and_round_trip(workload):
+    import importlib
+
+    from training.contract import SPARK_STEPS, job_module
+    from training.jobs.command_line import job_parser
+
+    spec = RunSpec(workload=workload, nodes=2, workers_per_node=3, augment_copies=4, seed=7, run_name="r1",
+                   data_root="hdfs://namenode:8020/cloudburst", fp16_compression=True)
+    for step in spec.definition.steps:
+        module = importlib.import_module(job_module(step))  # the job exists and exposes the step
+        assert callable(module.run_step) and callable(module.main)
+        parsed = job_parser("", spark=step in SPARK_STEPS).parse_args(spec.to_args())
+        assert RunSpec.from_args(parsed) == spec, step
+        assert not parsed.overwrite
+
+
+def test_every_setting_is_declared_once_with_a_title_a_description_and_a_default_inside_its_bounds():
+    from training.config import all_settings, workload_defaults
+
+    for entry in all_settings():
+        assert entry.title and entry.description and entry.section, entry.name
+        for workload in ("mnist_elastic_cnn", "kws_densenet_bilstm"):
+            default = workload_defaults(workload)[entry.name]
+            assert isinstance(default, entry.type), (entry.name, default)
+            if entry.name != "workload":
+                entry.check(default)
+
+
+def test_cloudburst_settings_lists_every_flag(capsys):
+    from training import cli
+    from training.config import workload_settings
+
+    assert cli.main(["settings", "--workload", "kws_densenet_bilstm"]) == 0
+    listing = capsys.readouterr().out
+    for entry in workload_settings("kws_densenet_bilstm"):
+        assert entry.flag in listing
+    assert "--alpha" not in listing  # MNIST's own

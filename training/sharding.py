@@ -11,11 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from training import storage
+from training.contract import IMAGE_SHARDS
 from training.datasets.image_records import ImageBatch, from_table
 
-DATASET_KIND = "image-shards"
-# Dataset kinds whose training split can be sharded: both hold index/copy/label/image rows.
-SHARDABLE_KINDS = ("mnist-images", "speech-features")
+DATASET_KIND = IMAGE_SHARDS
 
 
 def shard_file_name(shard: int) -> str:

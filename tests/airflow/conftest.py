@@ -6,6 +6,7 @@ imports it: a throwaway AIRFLOW_HOME with a SQLite database, this checkout's DAG
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -22,9 +23,20 @@ os.environ.update({
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
     "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
+    # A second bundle holds the toy workload's DAG (tests/toy_workload/): a workload added as a user would add one.
+    "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps([
+        {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+         "kwargs": {"path": str(REPO_ROOT / "dags")}},
+        {"name": "toy-workload", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+         "kwargs": {"path": str(REPO_ROOT / "tests" / "toy_workload" / "dags")}},
+    ]),
+    # The toy registers through $CLOUDBURST_WORKLOADS; the training environment's processes inherit both.
+    "CLOUDBURST_WORKLOADS": "toy_workload",
+    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "tests"), os.environ.get("PYTHONPATH")])),
 })
+sys.path.insert(0, str(REPO_ROOT / "tests"))
 sys.path.insert(0, str(REPO_ROOT / "plugins"))
-sys.path.insert(0, str(REPO_ROOT / "dags"))  # the DAG modules own their defaults (e.g. KWS_DEFAULTS)
+sys.path.insert(0, str(REPO_ROOT / "dags"))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from training import storage
-from training.config import FEATURE_KINDS, KWS_TASKS, RunSpec, RunSpecError
+from training.config import RunSpec, RunSpecError, workload_settings
+from training.contract import FEATURE_KINDS
+from training.workloads.kws_densenet_bilstm import KWS_TASKS
 
 DAG_ID = "kws_densenet_bilstm"
 PIPELINE = ["validate_run", "ingest", "features", "shard", "train", "evaluate"]
@@ -29,9 +31,8 @@ def test_the_dag_chains_the_speech_pipeline(dag):
 
 
 def test_the_form_has_the_speech_settings_and_not_the_mnist_ones(dag):
-    from cloudburst_params import MNIST_ONLY
-
-    assert set(dag.params) == set(RunSpec.__dataclass_fields__) - {"workload", *MNIST_ONLY}
+    assert set(dag.params) == {entry.name for entry in workload_settings(DAG_ID) if entry.on_form}
+    assert not {"alpha", "sigma", "train_limit", "test_limit"} & set(dag.params)
     assert dag.params.get_param("kws_task").schema["enum"] == list(KWS_TASKS)
     assert dag.params.get_param("features").schema["enum"] == list(FEATURE_KINDS)
     assert dag.params["data_source"] == "synthetic"
@@ -41,10 +42,9 @@ def test_the_form_has_the_speech_settings_and_not_the_mnist_ones(dag):
 
 
 def context_for(**params):
-    from cloudburst_params import MNIST_ONLY, run_params
-    from kws_densenet_bilstm import KWS_DEFAULTS
+    from cloudburst_params import run_params
 
-    values = {name: param.value for name, param in run_params(omit=MNIST_ONLY, **KWS_DEFAULTS).items()}
+    values = {name: param.value for name, param in run_params(DAG_ID).items()}
     return {"params": {**values, **params}, "run_id": "manual__2026-11-30T10:00:00+00:00"}
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from training.config import STRATEGIES, RunSpec, RunSpecError
+from training.config import STRATEGIES, RunSpec, RunSpecError, setting, workload_settings
 
 DAG_ID = "mnist_elastic_cnn"
 PIPELINE = ["validate_run", "ingest", "augment", "shard", "train", "evaluate"]
@@ -27,7 +27,7 @@ def test_the_dag_loads_and_chains_the_pipeline_in_order(dag):
 
 
 def test_every_param_is_typed_titled_described_and_defaults_to_the_run_spec(dag):
-    defaults = RunSpec()
+    defaults = RunSpec(workload=DAG_ID)
     for name in dag.params:
         param = dag.params.get_param(name)
         schema = param.schema
@@ -38,16 +38,27 @@ def test_every_param_is_typed_titled_described_and_defaults_to_the_run_spec(dag)
         assert param.description, name
         if name != "run_name":
             assert param.value == getattr(defaults, name), name
-    from cloudburst_params import SPEECH_ONLY
-
-    assert set(dag.params) == set(RunSpec.__dataclass_fields__) - {"workload", *SPEECH_ONLY}
+    assert set(dag.params) == {entry.name for entry in workload_settings(DAG_ID) if entry.on_form}
+    assert not {"speakers", "kws_task", "features", "resample", "data_sha256"} & set(dag.params)
     assert dag.params.get_param("strategy").schema["enum"] == list(STRATEGIES)
 
 
-def context_for(**params):
-    from cloudburst_params import SPEECH_ONLY, run_params
+def test_the_form_bounds_are_the_settings_bounds(dag):
+    """One declaration: the form refuses exactly what validate() refuses."""
+    for name in dag.params:
+        schema, entry = dag.params.get_param(name).schema, setting(name)
+        assert schema.get("minimum", schema.get("exclusiveMinimum")) == entry.minimum, name
+        assert schema.get("maximum") == entry.maximum, name
+        assert ("exclusiveMinimum" in schema) == entry.exclusive_minimum, name
+    assert dag.params.get_param("workers_per_node").schema["maximum"] == 64
+    with pytest.raises(RunSpecError, match="workers_per_node=65"):
+        RunSpec(workers_per_node=65).validate()
 
-    values = {name: param.value for name, param in run_params(omit=SPEECH_ONLY).items()}
+
+def context_for(**params):
+    from cloudburst_params import run_params
+
+    values = {name: param.value for name, param in run_params(DAG_ID).items()}
     return {"params": {**values, **params}, "run_id": "manual__2026-11-30T10:00:00+00:00"}
 
 
@@ -119,3 +130,18 @@ def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_m
         assert metrics["staleness_max"] >= metrics["staleness_mean"] >= 0
         assert "staleness_histogram.png" in artifacts
         assert params["n_push"] == "4" and params["server_optimizer"] == "adagrad"
+
+
+def test_a_run_name_taken_by_a_run_with_other_settings_is_refused_before_any_step(tmp_path):
+    """`make demo` then a Downpour demo under the same run name: refused up front, not at the train task."""
+    from cloudburst_operators import validate_run
+
+    from training import storage
+    from training.contract import RUN_SPEC_FILE
+
+    taken = context_for(data_root=str(tmp_path), run_name="demo-1x2")
+    spec = RunSpec.from_mapping({**taken["params"], "workload": DAG_ID})
+    storage.write_json(storage.join(spec.run_uri(), RUN_SPEC_FILE), spec.to_mapping())
+    validate_run(DAG_ID, **taken)  # the same settings: a retry resumes, fine
+    with pytest.raises(RunSpecError, match="run_name='demo-1x2'.*already holds a run with other settings .strategy"):
+        validate_run(DAG_ID, **context_for(data_root=str(tmp_path), run_name="demo-1x2", strategy="downpour"))

@@ -12,6 +12,7 @@ import functools
 import numpy as np
 import tensorflow as tf
 
+from training.contract import FEATURE_KINDS  # the kinds both environments know
 from training.datasets.speech_commands import SAMPLE_RATE
 
 CLIP_SAMPLES = SAMPLE_RATE  # one second
@@ -23,7 +24,6 @@ LOWER_HZ = 20.0
 # Below Nyquist (8 kHz) on purpose: recorders' anti-aliasing filters roll off over the last few hundred Hz, so a
 # band reaching 8 kHz would mostly measure the filter, not the speaker.
 UPPER_HZ = 7600.0
-FEATURE_KINDS = ("log_mel", "mfcc")
 # All 40: the same 98 × 40 map as log-mel, so the model and its parameter count do not depend on the kind.
 MFCC_COEFFICIENTS = MEL_BANDS
 LOG_OFFSET = 1e-6  # keeps log() finite on digital silence

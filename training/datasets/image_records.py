@@ -84,3 +84,27 @@ def from_table(table: pa.Table, shape: tuple[int, int], dtype: str = "uint8") ->
         index=table.column("index").to_numpy().astype(np.int64),
         copy=table.column("copy").to_numpy().astype(np.int16),
     )
+
+
+def require_records(dataset: str) -> dict:
+    """The manifest of a dataset in this row format (raw or augmented MNIST, features, a workload's own kind);
+    a clear error for anything else (clips, shards)."""
+    from training import storage
+
+    manifest = storage.require_manifest(dataset)
+    if "image_shape" not in manifest or "train" not in manifest.get("splits", {}) \
+            or "class_histogram" not in manifest["splits"]["train"]:
+        raise storage.DatasetError(f"{dataset}: a {manifest.get('kind')!r} dataset does not hold index/copy/label/"
+                                   "image rows with a train split; it cannot be sharded or trained on")
+    return manifest
+
+
+def read_split(dataset: str, split: str) -> ImageBatch:
+    """One split of a dataset in this row format, in a fixed order (index, then copy) whatever order Spark wrote."""
+    from training import storage
+
+    manifest = require_records(dataset)
+    table = storage.read_split_table(dataset, manifest["kind"], split)
+    batch = from_table(table, tuple(manifest["image_shape"]), manifest.get("image_dtype", "uint8"))
+    order = np.lexsort((batch.copy, batch.index))
+    return ImageBatch(batch.images[order], batch.labels[order], batch.index[order], batch.copy[order])

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from training import storage
+from training.contract import SPEECH_FEATURES
 from training.datasets.image_records import ImageBatch, from_table
 
-DATASET_KIND = "speech-features"
+DATASET_KIND = SPEECH_FEATURES
 FEATURE_DTYPE = "float16"  # half the bytes of float32; log-mel values need no more than 3 significant digits
 
 

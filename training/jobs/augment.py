@@ -1,11 +1,11 @@
-"""Spark job: add ``copies`` elastic deformations of every training image (originals kept, test untouched).
+"""Spark job (step ``augment``): add ``augment_copies`` elastic deformations of every training image (originals
+kept, test untouched).
 
-    spark-submit training/jobs/augment.py --source URI --dest URI --copies 1 --alpha 34 --sigma 4 --seed 0
+    spark-submit training/jobs/augment.py --workload mnist_elastic_cnn --augment-copies 1 --alpha 34 --sigma 4
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import logging
 from collections.abc import Iterator
@@ -14,28 +14,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from training import dataset_names, storage
+from training import storage
 from training.augment import elastic
-from training.console import configure_logging, step
+from training.console import step
 from training.datasets import image_records, mnist
+from training.jobs.spark_records import SPARK_IMAGE_SCHEMA, split_statistics, write_parquet
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
+
+    from training.config import RunSpec
 
 log = logging.getLogger(__name__)
 
-SPARK_IMAGE_SCHEMA = "index long, copy short, label byte, image binary"
 # Small enough that one block of float32 work stays in a core's cache: faster than whole Arrow batches.
 DEFORM_BLOCK = 128
-
-
-def default_raw_dataset() -> str:
-    return dataset_names.raw_mnist(storage.data_root())
-
-
-def default_augmented_dataset() -> str:
-    """Where ``cloudburst augment`` with every default writes."""
-    return dataset_names.elastic(default_raw_dataset(), 1, elastic.DEFAULT_ALPHA, elastic.DEFAULT_SIGMA, 0)
 
 
 def deform_record_batches(
@@ -63,30 +56,6 @@ def deform_record_batches(
                 ],
                 names=["index", "copy", "label", "image"],
             )
-
-
-def write_parquet(frame: DataFrame, staging: storage.Location, name: str) -> None:
-    """Write a DataFrame below the staging area, then give the part files stable names."""
-    frame.write.mode("error").parquet(storage.join(staging.uri, name))
-    normalise_part_names(staging, name)
-
-
-def normalise_part_names(staging: storage.Location, name: str) -> None:
-    """Spark names parts ``part-00003-<uuid>-c000…``; keep the task number only, so re-runs match byte for byte."""
-    directory = f"{staging.path}/{name}"
-    for path in staging.fs.ls(directory, detail=False):
-        base = path.rsplit("/", 1)[1]
-        if base.startswith("part-") and base.endswith(".parquet"):
-            staging.fs.mv(path, f"{directory}/part-{base.split('-')[1]}.parquet")
-        elif base.startswith(("_", ".")):
-            staging.fs.rm(path)
-
-
-def split_statistics(frame: DataFrame, num_classes: int = mnist.NUM_CLASSES) -> dict[str, Any]:
-    histogram = [0] * num_classes
-    for row in frame.groupBy("label").count().collect():
-        histogram[int(row["label"])] = int(row["count"])
-    return {"rows": sum(histogram), "class_histogram": histogram}
 
 
 def augment_dataset(
@@ -118,7 +87,8 @@ def augment_dataset(
         with step(log, "copying the test split (never augmented)"):
             write_parquet(spark.read.schema(SPARK_IMAGE_SCHEMA).parquet(storage.join(source, "test")), staging, "test")
         splits = {
-            split: split_statistics(spark.read.parquet(storage.join(staging.uri, split))) for split in ("train", "test")
+            split: split_statistics(spark.read.parquet(storage.join(staging.uri, split)), mnist.NUM_CLASSES)
+            for split in ("train", "test")
         }
         _write_preview(staging, source, shape, augmentation)
         return {
@@ -147,31 +117,14 @@ def _write_preview(staging: storage.Location, source: str, shape: tuple[int, int
         handle.write(png)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", default=default_raw_dataset(),
-                        help="raw image dataset URI (default: %(default)s)")
-    parser.add_argument("--dest", default=None,
-                        help="output URI (default: beside the source, named elastic-k<copies>-a<α>-s<σ>-seed<seed>)")
-    parser.add_argument("--copies", type=int, default=1, help="deformed copies per training image (default: 1)")
-    parser.add_argument("--alpha", type=float, default=elastic.DEFAULT_ALPHA,
-                        help="displacement scale α in pixels (default: %(default)s)")
-    parser.add_argument("--sigma", type=float, default=elastic.DEFAULT_SIGMA,
-                        help="Gaussian smoothing σ in pixels (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a different dataset at --dest")
-
-
-def run(args: argparse.Namespace, master: str | None = None) -> str:
-    """Run the job from parsed arguments; returns the destination URI."""
+def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
+    """The pipeline step: augment the run's raw dataset; returns the published URI."""
     from training.jobs.spark_session import spark_session
 
-    elastic.validate_parameters(args.alpha, args.sigma, args.copies, args.seed)
-    source = storage.to_uri(args.source)
-    destination = args.dest or dataset_names.elastic(source, args.copies, args.alpha, args.sigma, args.seed)
+    storage.require_manifest(spec.raw_uri(), mnist.DATASET_KIND)  # before the JVM starts
     spark = spark_session("cloudburst-augment", master)
-    manifest, created = augment_dataset(
-        spark, args.source, destination, args.copies, args.alpha, args.sigma, args.seed, args.overwrite
-    )
+    manifest, created = augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha,
+                                        spec.sigma, spec.seed, overwrite)
     verb = "published" if created else "already complete, nothing to do:"
     splits = manifest["splits"]
     log.info("%s %s (train %d rows, test %d rows, data_version %s)", verb, manifest["uri"],
@@ -180,10 +133,9 @@ def run(args: argparse.Namespace, master: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    configure_logging()
-    run(parser.parse_args(argv))
+    from training.jobs.command_line import job_main
+
+    job_main(__doc__, run_step, spark=True, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Evaluate a trained run on the test split and add the results to its MLflow run (no Spark needed).
+"""Step ``evaluate``: evaluate a trained run on the test split and add the results to its MLflow run (no Spark).
 
     python -m training.jobs.evaluate --workload mnist_elastic_cnn --run-name my-run [the run's other settings]
 
@@ -8,24 +8,21 @@ the run directory (a second call is a no-op) and prints a short summary.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from typing import Any
 
 from training import storage, tracking
 from training.config import RunSpec, RunSpecError
-from training.console import configure_logging
+from training.contract import EVALUATION_FILE, RESULT_FILE
 from training.evaluation.classification import accuracy, confusion_matrix, per_class_accuracy
 from training.evaluation.figures import confusion_matrix_png
-from training.jobs.train import RESULT_FILE
 from training.strategies.checkpoints import load_model
 from training.strategies.evaluation_clock import model_inputs, predicted_classes
 from training.workloads import workload_for
 
 log = logging.getLogger(__name__)
 
-EVALUATION_FILE = "evaluation.json"
 
 
 def evaluate_run(spec: RunSpec) -> dict[str, Any]:
@@ -40,12 +37,11 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     if record is None or not record.get("mlflow_run_id"):
         raise RunSpecError(f"run_name={spec.run_name!r}: no finished training at {run_uri}; train it first")
     workload = workload_for(spec)
-    images, labels = workload.load_test(spec.augmented_uri())
+    images, labels = workload.load_split(spec.augmented_uri(), "test")
     model = load_model(record["result"]["model_uri"])
     confusion = confusion_matrix(labels, predicted_classes(model, images), workload.num_classes)
     per_class = per_class_accuracy(confusion)
-    class_names = (storage.require_manifest(spec.augmented_uri()).get("class_names")
-                   or [str(label) for label in range(workload.num_classes)])
+    class_names = list(workload.class_names) or [str(label) for label in range(workload.num_classes)]
     metrics = {"test_accuracy": accuracy(confusion), "model_parameters": float(model.count_params())}
     metrics.update({f"test_accuracy_class_{name}": float(value)
                     for name, value in zip(class_names, per_class, strict=True)})
@@ -83,7 +79,15 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
         + (f"  (time to {spec.target_accuracy:.1%}: {target:.1f} s)" if target else
            f"  ({spec.target_accuracy:.1%} not reached)"),
     ]
-    if "speedup" in metrics and spec.total_workers > 1:
+    record = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE)) or {}
+    for row in record.get("result", {}).get("epochs", []):  # every strategy writes the same rows
+        loss = f"{row['train_loss']:.4f}" if row.get("train_loss") is not None else "   –  "
+        lines.append(f"    epoch {row['epoch']:>3}: loss {loss}  val_accuracy {row['val_accuracy']:.4f}  "
+                     f"{row['epoch_seconds']:6.1f} s  {row['samples_per_second']:7.0f} samples/s")
+    if spec.total_workers == 1:
+        lines.append("speedup           this run is a 1-worker baseline: runs of more workers with the same settings "
+                     "compare against it")
+    elif "speedup" in metrics:
         baseline_tags = mlflow_client.get_run(tags["baseline_run_id"]).data.tags
         lines.append(f"speedup           {metrics['speedup']:.2f}x over 1 worker × "
                      f"{baseline_tags.get('threads_per_worker', '?')} threads, this run {spec.total_workers} × "
@@ -96,12 +100,16 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    RunSpec.add_arguments(parser)
-    configure_logging()
-    spec = RunSpec.from_args(parser.parse_args(argv))
+def run_step(spec: RunSpec, overwrite: bool = False) -> str:
+    """The pipeline step: evaluate (a no-op when done) and print the run's summary."""
     print(summary(spec, evaluate_run(spec)), flush=True)
+    return spec.run_uri()
+
+
+def main(argv: list[str] | None = None) -> None:
+    from training.jobs.command_line import job_main
+
+    job_main(__doc__, run_step, spark=False, argv=argv)
 
 
 if __name__ == "__main__":

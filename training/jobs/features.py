@@ -1,13 +1,12 @@
-"""Spark job: keyword-spotting features (log-mel or MFCC, tf.signal) of every clip, plus ``copies`` augmented
-copies of every training clip (random time shift, background noise at a random SNR); validation and test are
-never augmented.
+"""Spark job (step ``features``): keyword-spotting features (log-mel or MFCC, tf.signal) of every clip, plus
+``augment_copies`` augmented copies of every training clip (random time shift, background noise at a random SNR);
+validation and test are never augmented.
 
-    spark-submit training/jobs/features.py --source URI --dest URI --features log_mel --copies 2 --seed 0
+    spark-submit training/jobs/features.py --workload kws_densenet_bilstm --features log_mel --augment-copies 2
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import logging
 from collections.abc import Iterator
@@ -16,17 +15,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from training import dataset_names, storage
-from training.console import configure_logging, step
+from training import storage
+from training.console import step
 from training.datasets import speech_features, speech_ingest
+from training.jobs.spark_records import SPARK_IMAGE_SCHEMA, normalise_part_names, split_statistics
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from training.config import RunSpec
+
 log = logging.getLogger(__name__)
 
 SPARK_CLIP_SCHEMA = "index long, label byte, word string, speaker string, path string, audio binary"
-SPARK_IMAGE_SCHEMA = "index long, copy short, label byte, image binary"
 FEATURE_BLOCK = 256  # clips per tf.signal call: large enough to amortise the call, small enough for the cache
 
 
@@ -38,14 +39,9 @@ def _noises(dataset: str) -> tuple[np.ndarray, ...]:
 
 def _single_threaded_tensorflow() -> None:
     """Each Spark task is one core's worth of work: TensorFlow must not spread over the others."""
-    import tensorflow as tf
+    from training.strategies.placement import configure_tensorflow_threads
 
-    if tf.config.threading.get_intra_op_parallelism_threads() != 1:
-        try:
-            tf.config.threading.set_intra_op_parallelism_threads(1)
-            tf.config.threading.set_inter_op_parallelism_threads(1)
-        except RuntimeError:  # already initialised in this worker: keep its setting
-            pass
+    configure_tensorflow_threads(1)
 
 
 def feature_record_batches(
@@ -89,7 +85,6 @@ def features_dataset(
     """Publish the features of ``source``'s clips (and augmented training copies) at ``destination``."""
     from training.audio.features import FEATURE_KINDS, feature_shape
     from training.augment import audio as audio_augment
-    from training.jobs.augment import normalise_part_names, split_statistics
 
     if kind not in FEATURE_KINDS:
         raise ValueError(f"features must be one of {', '.join(FEATURE_KINDS)}, got {kind!r}")
@@ -157,27 +152,14 @@ def _write_preview(staging: storage.Location, source: str, kind: str, augmentati
         handle.write(png)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", required=True, help="ingested clips (kind speech-clips) URI")
-    parser.add_argument("--dest", default=None,
-                        help="output URI (default: beside the source, features-…-<kind>-k<copies>-seed<seed>)")
-    parser.add_argument("--features", default="log_mel", choices=("log_mel", "mfcc"),
-                        help="log_mel: 40 log-mel bands; mfcc: 40 MFCCs (default: %(default)s)")
-    parser.add_argument("--copies", type=int, default=2,
-                        help="augmented copies per training clip (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a different dataset at --dest")
-
-
-def run(args: argparse.Namespace, master: str | None = None) -> str:
-    """Run the job from parsed arguments; returns the destination URI."""
+def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
+    """The pipeline step: features of the run's clips; returns the published URI."""
     from training.jobs.spark_session import spark_session
 
-    source = storage.to_uri(args.source)
-    destination = args.dest or dataset_names.speech_features(source, args.features, args.copies, args.seed)
+    storage.require_manifest(spec.raw_uri(), speech_ingest.DATASET_KIND)  # before the JVM starts
     spark = spark_session("cloudburst-features", master)
-    manifest, created = features_dataset(spark, source, destination, args.features, args.copies, args.seed,
-                                         args.overwrite)
+    manifest, created = features_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.features,
+                                         spec.augment_copies, spec.seed, overwrite)
     verb = "published" if created else "already complete, nothing to do:"
     splits = manifest["splits"]
     log.info("%s %s (train %d, validation %d, test %d rows of %s, data_version %s)", verb, manifest["uri"],
@@ -187,10 +169,9 @@ def run(args: argparse.Namespace, master: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    configure_logging()
-    run(parser.parse_args(argv))
+    from training.jobs.command_line import job_main
+
+    job_main(__doc__, run_step, spark=True, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,20 +1,23 @@
-"""Spark job: split a dataset's training split into N stratified, deterministic shards (N = nodes × workers).
+"""Spark job (step ``shard``): split the run's training dataset into N = nodes × workers_per_node stratified,
+deterministic shards.
 
-    spark-submit training/jobs/shard.py --source URI --dest URI --shards 2 --seed 0
+    spark-submit training/jobs/shard.py --workload mnist_elastic_cnn --nodes 1 --workers-per-node 2 --seed 0
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 from typing import TYPE_CHECKING, Any
 
-from training import dataset_names, sharding, storage
-from training.console import configure_logging, step
-from training.jobs.augment import SPARK_IMAGE_SCHEMA
+from training import sharding, storage
+from training.console import step
+from training.datasets.image_records import require_records
+from training.jobs.spark_records import SPARK_IMAGE_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from training.config import RunSpec
 
 log = logging.getLogger(__name__)
 
@@ -26,10 +29,7 @@ def shard_dataset(
     from pyspark.sql import Window
     from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
 
-    source_manifest = storage.require_manifest(source)
-    if source_manifest.get("kind") not in sharding.SHARDABLE_KINDS:
-        raise storage.DatasetError(f"{source}: a {source_manifest.get('kind')!r} dataset cannot be sharded "
-                                   f"(expected one of {', '.join(sharding.SHARDABLE_KINDS)})")
+    source_manifest = require_records(source)
     train_rows = source_manifest["splits"]["train"]["rows"]
     sharding.validate_shard_count(num_shards, train_rows)
     if int(seed) != seed or seed < 0:
@@ -91,30 +91,17 @@ def _collect_shards(staging: storage.Location, num_shards: int, num_classes: int
     return shards
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--source", default=None,
-                        help="dataset URI whose train split is sharded: augmented MNIST or keyword-spotting "
-                             "features (default: the augmented MNIST from 'cloudburst augment' with its defaults)")
-    parser.add_argument("--dest", default=None, help="output URI (default: <source>-shards<N>-seed<seed>)")
-    parser.add_argument("--shards", type=int, default=None,
-                        help="number of shards N; default nodes × workers-per-node")
-    parser.add_argument("--nodes", type=int, default=1, help="training nodes (default: 1)")
-    parser.add_argument("--workers-per-node", type=int, default=2, help="training workers per node (default: 2)")
-    parser.add_argument("--seed", type=int, default=0, help="shuffle seed (default: 0)")
-    parser.add_argument("--overwrite", action="store_true", help="replace a different dataset at --dest")
-
-
-def run(args: argparse.Namespace, master: str | None = None) -> str:
-    """Run the job from parsed arguments; returns the destination URI."""
-    from training.jobs.augment import default_augmented_dataset
+def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
+    """The pipeline step: one shard per worker of the run's training dataset (nothing to do with existing_shards)."""
     from training.jobs.spark_session import spark_session
 
-    num_shards = args.shards if args.shards is not None else sharding.shard_count(args.nodes, args.workers_per_node)
-    sharding.validate_shard_count(num_shards)
-    source = args.source or default_augmented_dataset()
-    destination = args.dest or dataset_names.shards(storage.to_uri(source), num_shards, args.seed)
+    if spec.existing_shards:
+        log.info("training on existing shards %s: nothing to shard", spec.existing_shards)
+        return spec.existing_shards
+    require_records(spec.augmented_uri())  # before the JVM starts
     spark = spark_session("cloudburst-shard", master)
-    manifest, created = shard_dataset(spark, source, destination, num_shards, args.seed, args.overwrite)
+    manifest, created = shard_dataset(spark, spec.augmented_uri(), spec.shards_uri(), spec.total_workers, spec.seed,
+                                      overwrite)
     verb = "published" if created else "already complete, nothing to do:"
     sizes = [shard["rows"] for shard in manifest["shards"]]
     log.info("%s %s (%d shards, rows per shard %d–%d, data_version %s)", verb, manifest["uri"],
@@ -123,10 +110,9 @@ def run(args: argparse.Namespace, master: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_arguments(parser)
-    configure_logging()
-    run(parser.parse_args(argv))
+    from training.jobs.command_line import job_main
+
+    job_main(__doc__, run_step, spark=True, argv=argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Spark job: train a workload with the chosen strategy on its shards, then record the run in MLflow.
+"""Spark job (step ``train``): train a workload with the chosen strategy on its shards, then record the run in
+MLflow.
 
     spark-submit training/jobs/train.py --workload mnist_elastic_cnn --strategy horovod --nodes 1 \\
         --workers-per-node 2 --epochs 4 --run-name my-run
@@ -9,32 +10,29 @@ job resumes from the last checkpoint, and a finished one is not trained again.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 from typing import TYPE_CHECKING, Any
 
 from training import sharding, storage, tracking
 from training.config import RunSpec, RunSpecError
-from training.console import configure_logging
+from training.contract import INGEST_REPORT_FILE, RESULT_FILE, RUN_SPEC_FILE
+from training.datasets.image_records import require_records
 from training.strategies import get_strategy
-from training.strategies.base import TrainingResult
+from training.strategies.base import EvaluationSet, TrainingResult
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
-SPEC_FILE = "spec.json"
-RESULT_FILE = "result.json"
+SPEC_FILE = RUN_SPEC_FILE
 
 
 def check_inputs(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     """Validate the spec against its datasets before any Spark work; returns (augmented, shards) manifests."""
     spec.validate()
-    augmented = storage.require_manifest(spec.augmented_uri())
-    if augmented.get("kind") not in sharding.SHARDABLE_KINDS:
-        raise RunSpecError(f"{spec.augmented_uri()}: a {augmented.get('kind')!r} dataset cannot be trained on")
+    augmented = require_records(spec.augmented_uri())
     shards = storage.require_manifest(spec.shards_uri(), sharding.DATASET_KIND)
     spec.validate_shards(shards["num_shards"])
     return augmented, shards
@@ -45,9 +43,8 @@ def claim_run_directory(spec: RunSpec) -> dict[str, Any] | None:
     of a previous attempt, if it finished training."""
     run_uri = spec.run_uri()
     recorded = storage.read_json(storage.join(run_uri, SPEC_FILE))
-    if recorded is not None and recorded != spec.to_mapping():
-        changed = sorted(key for key in recorded.keys() | spec.to_mapping().keys()
-                         if recorded.get(key) != spec.to_mapping().get(key))
+    changed = spec.differences(recorded) if recorded is not None else []
+    if changed:
         raise RunSpecError(f"run_name={spec.run_name!r}: {run_uri} already holds a run with other settings "
                            f"({', '.join(changed)}); choose another run_name")
     if recorded is None:
@@ -66,16 +63,16 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
     if record is None:
         log.info("training %s with %s on %d workers (%s), %d epochs", spec.workload, spec.strategy,
                  spec.total_workers, spec.config, spec.epochs)
-        result = get_strategy(spec.strategy).train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(),
-                                                    spark)
+        result = get_strategy(spec.strategy).train(
+            spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"), spec.run_uri(), spark)
         record = {"result": result.to_mapping(), "data_version": augmented["data_version"]}
         storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     result = TrainingResult.from_mapping(record["result"])
     shard_manifest = {key: value for key, value in shards.items() if key != "files"}
     artifacts = {"shard_manifest.json": _json_bytes(shard_manifest), "run_spec.json": _json_bytes(spec.to_mapping())}
-    ingest_report = storage.read_json(storage.join(spec.raw_uri(), "ingest_report.json"))
+    ingest_report = storage.read_json(storage.join(spec.raw_uri(), INGEST_REPORT_FILE))
     if ingest_report is not None:  # speech ingestion lists every skipped clip and why
-        artifacts["ingest_report.json"] = _json_bytes(ingest_report)
+        artifacts[INGEST_REPORT_FILE] = _json_bytes(ingest_report)
     record["mlflow_run_id"] = tracking.log_training(spec, result, record["data_version"], artifacts)
     storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     final = result.epochs[-1]
@@ -104,15 +101,6 @@ def training_session(spec: RunSpec, master: str | None = None) -> SparkSession:
     return spark
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    RunSpec.add_arguments(parser)
-    configure_logging()
-    spec = RunSpec.from_args(parser.parse_args(argv))
-    check_inputs(spec)  # fail before the JVM starts
-    train_and_stop(spec)
-
-
 def train_and_stop(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     """Train in a session of its own and stop it: a barrier stage (Downpour) leaves a non-daemon timer thread in
     the JVM that keeps spark-submit alive after the Python driver ends, unless the context is stopped."""
@@ -121,6 +109,19 @@ def train_and_stop(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         return train_run(spark, spec)
     finally:
         spark.stop()
+
+
+def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
+    """The pipeline step (``overwrite`` does not apply: a run directory is resumed, never replaced)."""
+    check_inputs(spec)  # fail before the JVM starts
+    train_and_stop(spec, master)
+    return spec.run_uri()
+
+
+def main(argv: list[str] | None = None) -> None:
+    from training.jobs.command_line import job_main
+
+    job_main(__doc__, run_step, spark=True, argv=argv)
 
 
 if __name__ == "__main__":

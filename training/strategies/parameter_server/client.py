@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -13,6 +14,7 @@ import zmq
 
 from training.strategies.parameter_server import protocol
 from training.strategies.parameter_server.protocol import Kind, Message
+from training.strategies.parameter_server.shards import NonFiniteError
 
 
 class ServerError(RuntimeError):
@@ -20,7 +22,12 @@ class ServerError(RuntimeError):
 
 
 class ParameterClient:
-    """One REQ socket per shard; every call gives up after ``timeout_seconds`` instead of hanging."""
+    """One REQ socket per shard; every call gives up after ``timeout_seconds`` instead of hanging.
+
+    Every request carries a new sequence number. They start at the wall clock in nanoseconds, so a worker
+    process restarted under the same job secret and worker number continues above its predecessor's numbers
+    (one process per worker number: two would refuse each other's requests as replays).
+    """
 
     def __init__(self, addresses: Sequence[str], bounds: Sequence[tuple[int, int]], secret: bytes, worker: int,
                  timeout_seconds: float = 30.0) -> None:
@@ -29,6 +36,7 @@ class ParameterClient:
         self.versions = [0] * len(self.addresses)  # the server version each shard had at our last fetch
         self.bytes_sent = 0
         self.bytes_received = 0
+        self._sequence = time.time_ns()
         self._context = zmq.Context()
         self._sockets = [self._connect(address) for address in self.addresses]
 
@@ -44,8 +52,10 @@ class ParameterClient:
         socket.connect(address)
         return socket
 
-    def _call(self, shard: int, message: Message) -> Message:
-        frame = protocol.encode(message, self.secret)
+    def _call(self, shard: int, request: Message, expected: Kind) -> Message:
+        self._sequence += 1
+        request = dataclasses.replace(request, sequence=self._sequence)
+        frame = protocol.encode(request, self.secret)
         try:
             self._sockets[shard].send(frame)
             answer = self._sockets[shard].recv()
@@ -56,26 +66,37 @@ class ParameterClient:
         self.bytes_received += len(answer)
         reply = protocol.decode(answer, self.secret, len(self.addresses))
         if reply.kind == Kind.ERROR:
-            raise ServerError(f"parameter shard {shard}: {reply.payload.decode(errors='replace')}")
+            raise ServerError(f"parameter shard {shard} refused worker {self.worker}'s {request.kind.name.lower()}: "
+                              f"{reply.payload.decode(errors='replace')}")
+        if (reply.kind, reply.shard, reply.sequence) != (expected, shard, request.sequence):
+            raise protocol.ProtocolError(f"parameter shard {shard}: a {reply.kind.name} reply for shard {reply.shard} "
+                                         f"and request {reply.sequence} does not answer {request.kind.name} request "
+                                         f"{request.sequence}")
         return reply
 
     def fetch(self) -> np.ndarray:
         """The current parameters of every shard, as one flat float32 array."""
         parts = []
         for shard in range(len(self.addresses)):
-            reply = self._call(shard, Message(Kind.FETCH, shard, self.worker, 0))
+            reply = self._call(shard, Message(Kind.FETCH, shard, self.worker, 0), Kind.PARAMETERS)
             self.versions[shard] = reply.clock
             parts.append(reply.values())
         return np.concatenate(parts)
 
     def push(self, gradient: np.ndarray, steps: int = 1) -> list[int]:
         """Send each shard its slice of a flat gradient accumulated over ``steps`` local steps; returns the
-        shards' new versions."""
+        shards' new versions. A refusal raises ServerError; a gradient with NaN or ±Inf raises NonFiniteError
+        before any shard sees it (the server would refuse it too, but only on the shards holding those values)."""
         gradient = np.asarray(gradient, np.float32).ravel()
+        if not np.isfinite(gradient).all():
+            raise NonFiniteError(f"worker {self.worker}: the accumulated gradient holds "
+                                 f"{np.count_nonzero(~np.isfinite(gradient))} NaN or ±Inf value(s); not pushed "
+                                 f"(its training has diverged)")
         versions = []
         for shard, (start, stop) in enumerate(self.bounds):
             payload = protocol.float_payload(gradient[start:stop])
-            reply = self._call(shard, Message(Kind.PUSH, shard, self.worker, self.versions[shard], payload, steps))
+            reply = self._call(shard, Message(Kind.PUSH, shard, self.worker, self.versions[shard], payload, steps),
+                               Kind.ACK)
             versions.append(reply.clock)
         return versions
 

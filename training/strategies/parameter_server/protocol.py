@@ -2,7 +2,10 @@
 
 Nothing is unpickled or otherwise deserialised into code: a message is bytes in, (header fields, numpy view)
 out, and every field is checked before the payload is touched. The tag covers header and payload with a secret
-shared by the job, so a process without the secret cannot fetch or push.
+shared by the job, so a process without the secret cannot fetch or push. Every request carries a sequence number
+inside the tagged header, so a captured request sent again is refused (:class:`SequenceCheck`): a replayed push
+would be applied twice; a replayed fetch changes nothing, but is refused too rather than served a whole shard.
+Every reply echoes the sequence number of the request it answers.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 MAGIC = b"CBPS"
-VERSION = 2
+VERSION = 3  # 3: the header carries a sequence number
 # magic, protocol version, kind, dtype code, shard, worker, clock (a server version), steps (local steps a
-# pushed gradient accumulates), payload bytes
-HEADER = struct.Struct(">4sBBBxHHIIQ")
+# pushed gradient accumulates), sequence (per worker and shard, increasing; a reply echoes its request's), payload
+# bytes
+HEADER = struct.Struct(">4sBBBxHHIIQQ")
+PREFIX = struct.Struct(">4sB")  # magic and version: the same in every version, so an old peer is named as such
 TAG_BYTES = hashlib.sha256().digest_size
 DTYPES = {1: np.dtype("<f4")}
 FLOAT32 = 1
@@ -47,6 +52,7 @@ class Message:
     clock: int
     payload: bytes = b""
     steps: int = 0
+    sequence: int = 0
 
     def values(self) -> np.ndarray:
         """The payload as a read-only float32 array (no copy)."""
@@ -57,7 +63,7 @@ class Message:
 
 def encode(message: Message, secret: bytes) -> bytes:
     header = HEADER.pack(MAGIC, VERSION, int(message.kind), FLOAT32, message.shard, message.worker,
-                         message.clock, message.steps, len(message.payload))
+                         message.clock, message.steps, message.sequence, len(message.payload))
     tag = hmac.new(secret, header + message.payload, hashlib.sha256).digest()
     return header + message.payload + tag
 
@@ -69,13 +75,16 @@ def float_payload(values: np.ndarray) -> bytes:
 def decode(frame: bytes, secret: bytes, num_shards: int,
            max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> Message:
     """Check and unpack one message; raises ProtocolError naming the first problem."""
+    if len(frame) >= PREFIX.size:
+        magic, version = PREFIX.unpack_from(frame)
+        if magic != MAGIC:
+            raise ProtocolError(f"bad magic {magic!r}: not a Cloudburst parameter-server message")
+        if version != VERSION:
+            raise ProtocolError(f"protocol version {version}, this side speaks {VERSION} (are driver and workers "
+                                f"running the same Cloudburst?)")
     if len(frame) < HEADER.size + TAG_BYTES:
         raise ProtocolError(f"truncated message: {len(frame)} bytes, a header and tag need {HEADER.size + TAG_BYTES}")
-    magic, version, kind, dtype, shard, worker, clock, steps, length = HEADER.unpack_from(frame)
-    if magic != MAGIC:
-        raise ProtocolError(f"bad magic {magic!r}: not a Cloudburst parameter-server message")
-    if version != VERSION:
-        raise ProtocolError(f"protocol version {version}, this server speaks {VERSION}")
+    _, _, kind, dtype, shard, worker, clock, steps, sequence, length = HEADER.unpack_from(frame)
     if kind not in Kind._value2member_map_:
         raise ProtocolError(f"unknown message kind {kind}")
     if dtype not in DTYPES:
@@ -90,4 +99,28 @@ def decode(frame: bytes, secret: bytes, num_shards: int,
         raise ProtocolError("authentication failed: wrong secret or altered message")
     if kind != Kind.SHUTDOWN and not 0 <= shard < num_shards:
         raise ProtocolError(f"shard {shard} out of range 0..{num_shards - 1}")
-    return Message(Kind(kind), shard, worker, clock, bytes(frame[HEADER.size : HEADER.size + length]), steps)
+    return Message(Kind(kind), shard, worker, clock, bytes(frame[HEADER.size : HEADER.size + length]), steps,
+                   sequence)
+
+
+class StaleSequenceError(ProtocolError):
+    """An authenticated request whose sequence number is not newer than the last one accepted: a replay."""
+
+
+class SequenceCheck:
+    """Freshness for one shard: the last sequence number accepted from each worker; a request must exceed it.
+
+    Scoped to one job's secret: a resumed job has a new secret, so requests captured from an earlier one fail
+    authentication and the numbers need not outlive the server (nor go into its checkpoint).
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[int, int] = {}
+
+    def admit(self, message: Message) -> None:
+        """Record the message's sequence number, or raise StaleSequenceError if it is not newer."""
+        last = self._last.get(message.worker)
+        if last is not None and message.sequence <= last:
+            raise StaleSequenceError(f"sequence number {message.sequence} from worker {message.worker} is not newer "
+                                     f"than {last}: a replayed request, or two processes with one worker number")
+        self._last[message.worker] = message.sequence

@@ -7,6 +7,10 @@ updates release it). Separate server processes would isolate them, at the cost o
 
 ZeroMQ (pyzmq) carries the messages: it frames them (no hand-written length reassembly), routes many workers
 through one socket per shard, caps message sizes in the transport, and lets every wait time out.
+
+What one push may do is bounded: a request must be authenticated and newer than the worker's last one (no replay),
+a gradient with NaN or ±Inf is refused, and a gradient's L2 norm per accumulated step is clipped at
+``max_push_norm`` (per shard). A refusal is an error reply to the worker; the server keeps serving.
 """
 
 from __future__ import annotations
@@ -20,8 +24,8 @@ import numpy as np
 import zmq
 
 from training.strategies.parameter_server import protocol
-from training.strategies.parameter_server.protocol import Kind, Message, ProtocolError
-from training.strategies.parameter_server.shards import ParameterShard, shard_boundaries
+from training.strategies.parameter_server.protocol import Kind, Message, ProtocolError, SequenceCheck
+from training.strategies.parameter_server.shards import NonFiniteError, ParameterShard, clip_push, shard_boundaries
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +38,9 @@ class ServerStatistics:
 
     fetches: int = 0
     pushes: int = 0
-    rejected: int = 0
+    rejected: int = 0  # every refused message, including the non-finite pushes
+    non_finite_pushes: int = 0  # pushes refused because the gradient (or its update) held NaN or ±Inf
+    clipped_pushes: int = 0  # pushes applied scaled down to max_push_norm
     bytes_in: int = 0
     bytes_out: int = 0
     staleness: list[int] = field(default_factory=list)
@@ -43,18 +49,30 @@ class ServerStatistics:
 
 
 class ParameterServer:
-    """Serve ``initial`` (flat float32) split into ``num_shards`` shards; use as a context manager."""
+    """Serve ``initial`` (flat float32) split into ``num_shards`` shards; use as a context manager.
+
+    ``max_push_norm``: a pushed gradient's L2 norm per accumulated step, per shard, is clipped at this (0: no
+    clipping); ``max_steps_per_push`` (the run's n_push) caps the steps a push may claim, so the bound holds.
+    """
 
     def __init__(self, initial: np.ndarray, num_shards: int, secret: bytes, optimizer: str = "adagrad",
-                 learning_rate: float = 0.01, host: str = "127.0.0.1") -> None:
+                 learning_rate: float = 0.01, host: str = "127.0.0.1", max_push_norm: float = 100.0,
+                 max_steps_per_push: int | None = None) -> None:
+        if not 0 <= max_push_norm < float("inf"):
+            raise ValueError(f"max_push_norm must be a finite number >= 0 (0 turns clipping off), got {max_push_norm}")
+        if max_steps_per_push is not None and max_steps_per_push < 1:
+            raise ValueError(f"max_steps_per_push must be >= 1, got {max_steps_per_push}")
         initial = np.asarray(initial, np.float32).ravel()
         self.bounds = shard_boundaries(initial.size, num_shards)
         self.shards = [ParameterShard(initial[start:stop], optimizer, learning_rate) for start, stop in self.bounds]
         self.secret = secret
         self.host = host
+        self.max_push_norm = max_push_norm
+        self.max_steps_per_push = max_steps_per_push
         self.addresses: list[str] = []
         self.statistics = ServerStatistics()
         self._steps_applied = [0] * num_shards  # worker steps whose gradients each shard has applied
+        self._sequences = [SequenceCheck() for _ in range(num_shards)]  # each used by its shard's thread only
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._context = zmq.Context()
@@ -103,7 +121,8 @@ class ParameterServer:
             return min(self._steps_applied)
 
     def state(self) -> dict[str, np.ndarray | int]:
-        """Parameters, optimizer state and versions of every shard, flat, for a checkpoint."""
+        """Parameters, optimizer state and versions of every shard, flat, for a checkpoint. Not the workers'
+        sequence numbers: they hold under this job's secret only, and a resumed job has a new one."""
         state: dict[str, np.ndarray | int] = {}
         for index, shard in enumerate(self.shards):
             state.update({f"shard{index}_{key}": value for key, value in shard.state().items()})
@@ -142,30 +161,51 @@ class ParameterServer:
             socket.close(linger=0)
 
     def _handle(self, index: int, shard: ParameterShard, frame: bytes) -> Message:
+        message = None
         try:
             message = protocol.decode(frame, self.secret, len(self.shards), self._max_payload(index))
             if message.shard != index:
                 raise ProtocolError(f"message for shard {message.shard} sent to shard {index}")
+            self._sequences[index].admit(message)
             if message.kind == Kind.FETCH:
                 parameters, version = shard.snapshot()
                 with self._lock:
                     self.statistics.fetches += 1
                     if self.statistics.first_fetch_time is None:
                         self.statistics.first_fetch_time = time.perf_counter()
-                return Message(Kind.PARAMETERS, index, message.worker, version, protocol.float_payload(parameters))
+                return Message(Kind.PARAMETERS, index, message.worker, version, protocol.float_payload(parameters),
+                               sequence=message.sequence)
             if message.kind == Kind.PUSH:
-                if message.steps < 1:
-                    raise ProtocolError(f"a push must cover at least one step, got {message.steps}")
-                version = shard.apply(message.values())
-                with self._lock:
-                    self.statistics.pushes += 1
-                    self._steps_applied[index] += message.steps
-                    self.statistics.last_push_time = time.perf_counter()
-                    self.statistics.staleness.append(max(0, version - 1 - message.clock))
-                return Message(Kind.ACK, index, message.worker, version)
+                return self._push(index, shard, message)
             raise ProtocolError(f"a server does not accept {message.kind.name} messages")
         except (ProtocolError, ValueError) as error:
             with self._lock:
                 self.statistics.rejected += 1
+                self.statistics.non_finite_pushes += isinstance(error, NonFiniteError)
             log.warning("parameter shard %d rejected a message: %s", index, error)
-            return Message(Kind.ERROR, index, 0, 0, str(error).encode())
+            worker, sequence = (message.worker, message.sequence) if message else (0, 0)
+            return Message(Kind.ERROR, index, worker, 0, str(error).encode(), sequence=sequence)
+
+    def _push(self, index: int, shard: ParameterShard, message: Message) -> Message:
+        if message.steps < 1:
+            raise ProtocolError(f"a push must cover at least one step, got {message.steps}")
+        if self.max_steps_per_push is not None and message.steps > self.max_steps_per_push:
+            raise ProtocolError(f"a push may cover at most {self.max_steps_per_push} steps (n_push), "
+                                f"got {message.steps}")
+        gradient = message.values()
+        if not np.isfinite(gradient).all():
+            raise NonFiniteError(f"push from worker {message.worker} holds NaN or ±Inf values; refused, the "
+                                 f"parameters are unchanged (the worker's training has diverged)")
+        gradient, clipped = clip_push(gradient, message.steps, self.max_push_norm)
+        version = shard.apply(gradient)
+        with self._lock:
+            self.statistics.pushes += 1
+            self.statistics.clipped_pushes += clipped
+            first_clip = clipped and self.statistics.clipped_pushes == 1
+            self._steps_applied[index] += message.steps
+            self.statistics.last_push_time = time.perf_counter()
+            self.statistics.staleness.append(max(0, version - 1 - message.clock))
+        if clipped:  # said once aloud; the run's clipped_pushes metric has the count
+            log.log(logging.WARNING if first_clip else logging.DEBUG, "parameter shard %d scaled down a push from "
+                    "worker %d to max_push_norm %g per step", index, message.worker, self.max_push_norm)
+        return Message(Kind.ACK, index, message.worker, version, sequence=message.sequence)

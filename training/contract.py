@@ -1,0 +1,44 @@
+"""What the Airflow environment and the training environment agree on: step names, job entry points, the files a
+run directory holds and the dataset kinds. Standard library only — both environments import it, and a name
+changed here changes on both sides at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+# Pipeline steps, in the order a workload may chain them. Spark steps are spark-submitted as
+# training/jobs/<step>.py; the others run as ``python -m training.jobs.<step>`` in the training environment.
+INGEST, AUGMENT, FEATURES, SHARD, TRAIN, EVALUATE = "ingest", "augment", "features", "shard", "train", "evaluate"
+STEPS = (INGEST, AUGMENT, FEATURES, SHARD, TRAIN, EVALUATE)
+SPARK_STEPS = frozenset({AUGMENT, FEATURES, SHARD, TRAIN})
+
+
+def job_module(step: str) -> str:
+    """The module that runs ``step``: every job takes the run specification's flags (see training.config)."""
+    if step not in STEPS:
+        raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
+    return f"training.jobs.{step}"
+
+
+def job_path(step: str) -> Path:
+    """The file spark-submit runs for a Spark step."""
+    return REPO_ROOT / (job_module(step).replace(".", "/") + ".py")
+
+
+# A run directory (<data root>/runs/<workload>/<run name>/) holds these; the Airflow side reads the last two.
+RUN_SPEC_FILE = "spec.json"
+RESULT_FILE = "result.json"
+EVALUATION_FILE = "evaluation.json"
+# Beside a dataset: every clip or file ingestion skipped, and why.
+INGEST_REPORT_FILE = "ingest_report.json"
+
+# Dataset kinds, as written in each dataset's manifest.
+MNIST_IMAGES = "mnist-images"
+SPEECH_CLIPS = "speech-clips"
+SPEECH_FEATURES = "speech-features"
+IMAGE_SHARDS = "image-shards"
+# Keyword-spotting feature kinds (training.audio.features computes them).
+FEATURE_KINDS = ("log_mel", "mfcc")

@@ -1,0 +1,59 @@
+"""Every job's command line: the run specification's flags (the same names for every step, generated from the
+settings table), plus --overwrite and, for Spark jobs run outside spark-submit, --master. Errors a user can fix
+end the job with one line and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable
+
+from training import storage
+from training.config import RunSpec
+from training.console import configure_logging
+
+log = logging.getLogger("cloudburst")
+
+# What a user can fix: bad settings (RunSpecError is a ValueError), missing or foreign datasets, bad files.
+USER_ERRORS = (storage.DatasetError, ValueError, FileNotFoundError, PermissionError, NotADirectoryError)
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, spark: bool) -> None:
+    RunSpec.add_arguments(parser)
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace a different dataset at the step's destination (default: refuse)")
+    if spark:
+        parser.add_argument("--master", default=None,
+                            help="Spark master (default: spark-submit's, else $CLOUDBURST_SPARK_MASTER or local[*])")
+
+
+def job_parser(description: str, spark: bool) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_job_arguments(parser, spark)
+    return parser
+
+
+def run_reporting_errors(action: Callable[[], object]) -> int:
+    """Run ``action``; a user error is logged as one line and gives exit status 2."""
+    try:
+        action()
+    except USER_ERRORS as error:
+        log.error("%s", error)
+        return 2
+    return 0
+
+
+def job_main(description: str, step: Callable[..., object], spark: bool, argv: list[str] | None = None) -> None:
+    """``python -m training.jobs.<step>`` / ``spark-submit training/jobs/<step>.py``: parse, run, exit."""
+    args = job_parser(description, spark).parse_args(argv)
+    configure_logging()
+
+    def action() -> None:
+        spec = RunSpec.from_args(args).validate()
+        if spark:
+            step(spec, master=args.master, overwrite=args.overwrite)
+        else:
+            step(spec, overwrite=args.overwrite)
+
+    sys.exit(run_reporting_errors(action))

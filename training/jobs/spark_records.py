@@ -1,0 +1,38 @@
+"""What every Spark job that writes a dataset shares: the Spark schema of the index/copy/label/image rows
+(training.datasets.image_records), Parquet writing with stable part names, and per-split statistics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from training import storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+SPARK_IMAGE_SCHEMA = "index long, copy short, label byte, image binary"
+
+
+def write_parquet(frame: DataFrame, staging: storage.Location, name: str) -> None:
+    """Write a DataFrame below the staging area, then give the part files stable names."""
+    frame.write.mode("error").parquet(storage.join(staging.uri, name))
+    normalise_part_names(staging, name)
+
+
+def normalise_part_names(staging: storage.Location, name: str) -> None:
+    """Spark names parts ``part-00003-<uuid>-c000…``; keep the task number only, so re-runs match byte for byte."""
+    directory = f"{staging.path}/{name}"
+    for path in staging.fs.ls(directory, detail=False):
+        base = path.rsplit("/", 1)[1]
+        if base.startswith("part-") and base.endswith(".parquet"):
+            staging.fs.mv(path, f"{directory}/part-{base.split('-')[1]}.parquet")
+        elif base.startswith(("_", ".")):
+            staging.fs.rm(path)
+
+
+def split_statistics(frame: DataFrame, num_classes: int) -> dict[str, Any]:
+    """Rows and the class histogram (index = label) of one split."""
+    histogram = [0] * num_classes
+    for row in frame.groupBy("label").count().collect():
+        histogram[int(row["label"])] = int(row["count"])
+    return {"rows": sum(histogram), "class_histogram": histogram}

@@ -1,0 +1,110 @@
+"""Keyword spotting: the DenseNet-BiLSTM keyword spotter of Zeng & Xiao (2019) on Google Speech Commands (a
+directory, a .tar.gz or a URL) or, by default, on a corpus in the same layout synthesised offline.
+ingest (synthesise, check, label) → features (log-mel/MFCC + augmented copies) → shard → train → evaluate.
+
+Standard library only; synthesis, ingestion, the model and readers are in :mod:`.trainable`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from training.contract import EVALUATE, FEATURE_KINDS, FEATURES, INGEST, SHARD, TRAIN
+from training.settings import AUGMENTATION, DATA, RunSpecError, Setting
+from training.workloads.base import WorkloadDefinition
+
+if TYPE_CHECKING:
+    from training.config import RunSpec
+
+NAME = "kws_densenet_bilstm"
+SYNTHETIC_SOURCE = "synthetic"
+KWS_TASKS = (12, 35)
+ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+
+SETTINGS = (
+    Setting("data_sha256", str, "", "Source sha256 (optional)",
+            "The expected sha256 of a .tar.gz source (path or URL); ingestion refuses anything else.", DATA,
+            pattern=r"[0-9a-fA-F]{64}", optional=True,
+            pattern_help="must be 64 hexadecimal digits (or empty)"),
+    Setting("speakers", int, 100, "Synthetic speakers",
+            "With data_source 'synthetic': how many voices to synthesise; Speech Commands' sha1 rule puts about "
+            "10 % of them in the test split, unseen in training.", DATA, minimum=1, maximum=2000),
+    Setting("kws_task", int, 12, "Keyword task",
+            "12: the standard ten keywords plus _silence_ and _unknown_ (sampled from the other words); 35: every "
+            "word directory is a class (35 in v0.02, 30 in v0.01).", DATA, choices=KWS_TASKS),
+    Setting("resample", bool, False, "Resample other rates",
+            "Resample clips recorded at a rate other than 16 kHz (instead of skipping them and listing them in "
+            "the ingest report).", DATA),
+    Setting("archive_max_member_mb", int, 64, "Archive: largest member (MiB)",
+            "An archive source is refused before anything is written if one member is larger (the real Speech "
+            "Commands' largest file is ~6 MB).", DATA, minimum=1, maximum=1_048_576),
+    Setting("archive_max_total_mb", int, 8192, "Archive: largest extracted size (MiB)",
+            "An archive (or a download) that would extract to more is refused (Speech Commands v0.02: ~3.3 GB).",
+            DATA, minimum=1, maximum=16_777_216),
+    Setting("archive_max_members", int, 250_000, "Archive: most members",
+            "An archive with more members is refused (Speech Commands v0.02: ~106,000).", DATA, minimum=1,
+            maximum=100_000_000),
+    Setting("features", str, "log_mel", "Audio features",
+            "log_mel: 40 log-mel bands (25 ms window, 10 ms hop); mfcc: 40 MFCCs of the same bands.",
+            AUGMENTATION, choices=FEATURE_KINDS),
+)
+
+# What `make demo-kws` trains with; the trigger form starts from the same values.
+DEFAULTS = {"data_source": SYNTHETIC_SOURCE, "epochs": 12, "augment_copies": 2, "batch_size_per_worker": 64,
+            "learning_rate": 0.002, "target_accuracy": 0.9, "evaluations_per_epoch": 2}
+
+
+def source_id(spec: RunSpec) -> str:
+    """A short name for a speech source: the synthetic corpus' recipe, or a hash of the path or URL."""
+    source = spec.resolved_data_source()
+    if source == SYNTHETIC_SOURCE:
+        return f"synthetic-s{spec.speakers}-seed{spec.seed}"
+    return "source-" + hashlib.sha1(source.encode()).hexdigest()[:10]
+
+
+def clips_uri(spec: RunSpec) -> str:
+    """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12``."""
+    suffix = "-resampled" if spec.resample else ""
+    root = spec.resolved_data_root().rstrip("/")
+    return f"{root}/speech_commands/{source_id(spec)}/clips-task{spec.kws_task}{suffix}"
+
+
+def features_uri(spec: RunSpec) -> str:
+    """Beside the clips: ``clips-task12`` becomes ``features-task12-log_mel-k2-seed0``."""
+    parent, name = clips_uri(spec).rsplit("/", 1)
+    stem = name.replace("clips", "features", 1)
+    return f"{parent}/{stem}-{spec.features}-k{spec.augment_copies}-seed{spec.seed}"
+
+
+def check_source(spec: RunSpec) -> None:
+    source = spec.resolved_data_source()
+    if source == SYNTHETIC_SOURCE or source.startswith(("http://", "https://")) or Path(source).is_dir():
+        return
+    if not (Path(source).is_file() and source.endswith(ARCHIVE_SUFFIXES)):
+        raise RunSpecError(f"data_source={source!r}: not 'synthetic', a directory, an existing .tar.gz or an "
+                           "http(s) URL")
+
+
+DEFINITION = WorkloadDefinition(
+    name=NAME,
+    title="Keyword spotting DenseNet-BiLSTM",
+    description="Speech Commands keyword spotting: ingest → features → shard → train → evaluate",
+    steps=(INGEST, FEATURES, SHARD, TRAIN, EVALUATE),
+    raw_uri=clips_uri,
+    train_uri=features_uri,
+    ingest="training.workloads.kws_densenet_bilstm.trainable:ingest",
+    trainable="training.workloads.kws_densenet_bilstm.trainable:trainable",
+    default_source=SYNTHETIC_SOURCE,
+    settings=SETTINGS,
+    defaults=DEFAULTS,
+    source_help="Keyword spotting: 'synthetic' (a corpus synthesised offline, the default), or a Speech Commands "
+                "directory, .tar.gz or http(s) URL.",
+    check_source=check_source,
+    assets={INGEST: ("speech_commands_clips", "x-cloudburst://datasets/speech_commands/clips"),
+            FEATURES: ("speech_commands_features", "x-cloudburst://datasets/speech_commands/features"),
+            SHARD: ("speech_commands_shards", "x-cloudburst://datasets/speech_commands/shards"),
+            TRAIN: ("kws_densenet_bilstm_model", "x-cloudburst://models/kws_densenet_bilstm")},
+    tags=("speech", "keyword-spotting"),
+)

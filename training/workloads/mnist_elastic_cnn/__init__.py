@@ -1,0 +1,82 @@
+"""MNIST elastic CNN: a Simard-style CNN on MNIST enlarged with Gaussian elastic deformations (Simard, Steinkraus &
+Platt 2003). ingest (IDX → Parquet) → augment (elastic copies) → shard → train → evaluate.
+
+Standard library only; the model and readers are in :mod:`.trainable`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from training.contract import AUGMENT, EVALUATE, INGEST, REPO_ROOT, SHARD, TRAIN
+from training.settings import AUGMENTATION, DATA, RunSpecError, Setting
+from training.workloads.base import WorkloadDefinition
+
+if TYPE_CHECKING:
+    from training.config import RunSpec
+
+NAME = "mnist_elastic_cnn"
+VENDORED_MNIST = REPO_ROOT / "data" / "mnist"
+DEFAULT_ALPHA = 34.0  # Simard et al. 2003
+DEFAULT_SIGMA = 4.0
+
+SETTINGS = (
+    Setting("train_limit", int, 0, "Training images (0 = all)",
+            "Keep only the first N training images: quick runs and tests. 0 uses all 60,000.", DATA, minimum=0),
+    Setting("test_limit", int, 0, "Test images (0 = all)", "Keep only the first N test images.", DATA, minimum=0),
+    Setting("alpha", float, DEFAULT_ALPHA, "α (displacement scale, pixels)",
+            "Scale of the smoothed random displacement field (Simard et al. 2003 use 34).", AUGMENTATION,
+            minimum=0, maximum=1000),
+    Setting("sigma", float, DEFAULT_SIGMA, "σ (smoothing, pixels)",
+            "Standard deviation of the Gaussian that smooths the displacement field (Simard et al.: 4).",
+            AUGMENTATION, minimum=0, exclusive_minimum=True, maximum=100),
+)
+
+
+def raw_uri(spec: RunSpec) -> str:
+    """The ingested MNIST; a slice (first N images) gets its own name."""
+    suffix = f"-train{spec.train_limit}-test{spec.test_limit}" if spec.train_limit or spec.test_limit else ""
+    return f"{spec.resolved_data_root().rstrip('/')}/mnist/raw{suffix}"
+
+
+def elastic_uri(spec: RunSpec) -> str:
+    """Beside the raw dataset: ``…/raw`` becomes ``…/elastic-k1-a34-s4-seed0``."""
+    parent, name = raw_uri(spec).rsplit("/", 1)
+    stem = name.replace("raw", "elastic", 1)
+    return f"{parent}/{stem}-k{spec.augment_copies}-a{spec.alpha:g}-s{spec.sigma:g}-seed{spec.seed}"
+
+
+def check(spec: RunSpec) -> None:
+    if spec.train_limit and spec.train_limit < spec.total_workers:
+        raise RunSpecError(f"train_limit={spec.train_limit!r}: must give every one of the {spec.total_workers} "
+                           "workers at least one example")
+
+
+def check_source(spec: RunSpec) -> None:
+    source = spec.resolved_data_source()
+    if not source.startswith(("http://", "https://")) and not Path(source).is_dir():
+        raise RunSpecError(f"data_source={source!r}: no such directory (give a directory or an http(s) URL)")
+
+
+DEFINITION = WorkloadDefinition(
+    name=NAME,
+    title="MNIST elastic CNN",
+    description="MNIST with elastic deformation: ingest → augment → shard → train → evaluate",
+    steps=(INGEST, AUGMENT, SHARD, TRAIN, EVALUATE),
+    raw_uri=raw_uri,
+    train_uri=elastic_uri,
+    ingest="training.workloads.mnist_elastic_cnn.trainable:ingest",
+    trainable="training.workloads.mnist_elastic_cnn.trainable:trainable",
+    default_source=str(VENDORED_MNIST),
+    settings=SETTINGS,
+    source_help="MNIST: a directory holding the four IDX files (.gz or raw) with an optional SHA256SUMS, or an "
+                "http(s) base URL; empty: the copy vendored in the repository (offline).",
+    check=check,
+    check_source=check_source,
+    assets={INGEST: ("mnist_raw", "x-cloudburst://datasets/mnist/raw"),
+            AUGMENT: ("mnist_elastic", "x-cloudburst://datasets/mnist/elastic"),
+            SHARD: ("mnist_shards", "x-cloudburst://datasets/mnist/shards"),
+            TRAIN: ("mnist_elastic_cnn_model", "x-cloudburst://models/mnist_elastic_cnn")},
+    tags=("mnist",),
+)

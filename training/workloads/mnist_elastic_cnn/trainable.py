@@ -1,0 +1,51 @@
+"""The MNIST workload's heavy half (training environment): ingestion, the model and its input readers."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from training import sharding
+from training.datasets import image_records, mnist
+from training.workloads.base import Trainable
+
+if TYPE_CHECKING:
+    from training.config import RunSpec
+
+
+def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
+    """Validate the IDX files of the run's source and publish them as Parquet (train/test)."""
+    return mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), overwrite, spec.train_limit, spec.test_limit)
+
+
+def _build_model() -> Any:
+    from training.models.cnn import simard_cnn
+
+    return simard_cnn()
+
+
+def adam(learning_rate: float) -> Any:
+    import tensorflow as tf
+
+    # Keras 2's legacy optimizers are the ones Horovod 0.28 wraps reliably (TF ≥ 2.11 changed the new ones).
+    return tf.keras.optimizers.legacy.Adam(learning_rate)
+
+
+def _as_inputs(batch: image_records.ImageBatch) -> tuple[np.ndarray, np.ndarray]:
+    """uint8 (n, 28, 28) → the model's layout (n, 28, 28, 1); scaling to [0, 1] happens in the model feed."""
+    return batch.images[..., np.newaxis], batch.labels.astype(np.int32)
+
+
+def load_shard(shards_uri: str, rank: int, workers: int) -> tuple[np.ndarray, np.ndarray]:
+    return _as_inputs(sharding.read_worker_images(shards_uri, rank, workers))
+
+
+def load_split(dataset_uri: str, split: str) -> tuple[np.ndarray, np.ndarray]:
+    return _as_inputs(image_records.read_split(dataset_uri, split))
+
+
+def trainable(spec: RunSpec) -> Trainable:
+    return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=_build_model,
+                     make_optimizer=adam, load_shard=load_shard, load_split=load_split,
+                     class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)))
