@@ -33,7 +33,7 @@ from idx_files import (
 
 import training
 from training import cli, storage
-from training.datasets import mnist
+from training.datasets import download, mnist
 
 TRAIN_IMAGES = "train-images-idx3-ubyte.gz"
 TRAIN_LABELS = "train-labels-idx1-ubyte.gz"
@@ -95,8 +95,9 @@ def write_small_mnist(directory: Path, head: dict, train_rows: int, gz: bool = T
     return directory
 
 
-def ingest_cli(*arguments: str) -> int:
-    return cli.main(["ingest", "mnist", *arguments])
+def ingest_cli(source: str, data_root: Path | None = None) -> int:
+    """``cloudburst ingest`` as a user runs it; it publishes to <data root>/mnist/raw."""
+    return cli.main(["ingest", "--data-source", source, *(["--data-root", str(data_root)] if data_root else [])])
 
 
 def error_messages(caplog) -> list[str]:
@@ -243,14 +244,15 @@ def test_cli_exits_2_logging_what_is_wrong_and_publishes_nothing(
     damage: Callable, small_idx_dir, mnist_head, destination, caplog
 ):
     expected = damage(small_idx_dir, mnist_head)
-    assert ingest_cli("--source", str(small_idx_dir), "--dest", str(destination)) == 2
+    assert ingest_cli(str(small_idx_dir), data_root=destination) == 2
     assert any(expected in message for message in error_messages(caplog)), error_messages(caplog)
-    assert_nothing_published(destination)
+    assert_nothing_published(destination / "mnist" / "raw")
+    assert not (destination / "mnist" / "raw").exists()
 
 
 def test_sha256_mismatch_names_where_the_file_came_from(small_idx_dir, mnist_head, destination):
     sha256_differs_from_sha256sums(small_idx_dir, mnist_head)
-    with pytest.raises(mnist.IdxError, match=f"from {re.escape(str(small_idx_dir / TRAIN_LABELS))}$"):
+    with pytest.raises(download.ChecksumError, match=f"from {re.escape(str(small_idx_dir / TRAIN_LABELS))}$"):
         mnist.ingest(str(small_idx_dir), str(destination))
     assert_nothing_published(destination)
 
@@ -287,12 +289,6 @@ def test_four_explicit_paths_are_accepted_in_any_order(small_idx_dir, mnist_head
     assert manifest["source"] == paths
     assert np.array_equal(mnist.read_split(str(destination), "train").labels, mnist_head["train"][1])
     assert np.array_equal(mnist.read_split(str(destination), "test").images, mnist_head["test"][0])
-
-
-def test_cli_accepts_four_source_paths(small_idx_dir, destination):
-    arguments = [argument for name in FILE_NAMES for argument in ("--source", str(small_idx_dir / name))]
-    assert ingest_cli(*arguments, "--dest", str(destination)) == 0
-    assert storage.require_manifest(str(destination), mnist.DATASET_KIND)["splits"]["train"]["rows"] == 50
 
 
 def test_explicit_paths_are_validated_like_a_directory(small_idx_dir, mnist_head, destination):
@@ -338,13 +334,13 @@ def test_sha256sums_of_the_uncompressed_content_also_verify_gzip_files(small_idx
 def test_cli_publishes_under_the_data_root_by_default_and_reports_a_rerun_as_a_noop(
     small_idx_dir, isolated_data_root, caplog
 ):
-    caplog.set_level(logging.INFO, logger="cloudburst")
-    assert ingest_cli("--source", str(small_idx_dir)) == 0
+    caplog.set_level(logging.INFO, logger="training.jobs.ingest")
+    assert ingest_cli(str(small_idx_dir)) == 0
     expected = isolated_data_root / "mnist" / "raw"
     assert storage.read_manifest(str(expected))["splits"]["test"]["rows"] == 20
-    assert ingest_cli("--source", str(small_idx_dir)) == 0
-    messages = [record.getMessage() for record in caplog.records if record.name == "cloudburst"]
-    assert messages[0].startswith(f"published {expected.as_uri()} (train 50, test 20 images")
+    assert ingest_cli(str(small_idx_dir)) == 0
+    messages = [record.getMessage() for record in caplog.records if record.name == "training.jobs.ingest"]
+    assert messages[0].startswith(f"published {expected.as_uri()} (train 50, test 20 rows")
     assert messages[1].startswith(f"already complete, nothing to do: {expected.as_uri()}")
 
 
@@ -518,7 +514,7 @@ def test_url_serving_a_tampered_file_is_rejected_and_nothing_published(serve, mi
     tamper_with_test_labels(mirror / "mnist")
     server = serve(mirror)
     expected = f"^{TEST_LABELS}: sha256 mismatch .* from {re.escape(server.url + TEST_LABELS)}$"
-    with pytest.raises(mnist.IdxError, match=expected):
+    with pytest.raises(download.ChecksumError, match=expected):
         mnist.ingest(server.url, str(destination))
     assert_nothing_published(destination)
 
@@ -528,7 +524,7 @@ def test_url_without_sha256sums_is_checked_against_the_canonical_mnist_content(s
     tamper_with_test_labels(mirror / "mnist")
     server = serve(mirror)
     expected = mnist.CANONICAL_CONTENT_SHA256["t10k-labels-idx1-ubyte"]
-    with pytest.raises(mnist.IdxError, match=f"^{TEST_LABELS}: sha256 mismatch \\(expected {expected}"):
+    with pytest.raises(download.ChecksumError, match=f"^{TEST_LABELS}: sha256 mismatch \\(expected {expected}"):
         mnist.ingest(server.url, str(destination))
     assert_nothing_published(destination)
 
@@ -563,4 +559,21 @@ def test_unreachable_url_is_reported_as_a_failed_download(destination):
     url = f"http://127.0.0.1:{port}/mnist"
     with pytest.raises(storage.DatasetError, match=f"^{re.escape(f'{url}/{TRAIN_IMAGES}')}: download failed"):
         mnist.ingest(url, str(destination))
+    assert_nothing_published(destination)
+
+
+def test_url_serving_a_file_larger_than_any_mnist_file_is_refused_while_downloading(serve, mirror, destination,
+                                                                                      monkeypatch):
+    monkeypatch.setattr(mnist, "MAX_FILE_BYTES", 4096)
+    server = serve(mirror)
+    expected = f"^{re.escape(server.url + TRAIN_IMAGES)}: [0-9]+ bytes, more than the 4096 allowed$"
+    with pytest.raises(storage.DatasetError, match=expected):
+        mnist.ingest(server.url, str(destination))
+    assert_nothing_published(destination)
+
+
+def test_a_gzip_file_decompressing_beyond_any_mnist_file_is_refused(small_idx_dir, destination, monkeypatch):
+    monkeypatch.setattr(mnist, "MAX_FILE_BYTES", 20_000)  # the small train images decompress to 39,216 bytes
+    with pytest.raises(mnist.IdxError, match=f"^{TRAIN_IMAGES}: decompresses to more than 20000 bytes"):
+        mnist.ingest(str(small_idx_dir), str(destination))
     assert_nothing_published(destination)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import errno
+import gzip
 import io
+import os
+import re
+import struct
 import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -196,4 +202,201 @@ def test_a_corrupt_archive_is_a_clear_error_and_publishes_nothing(tmp_path):
     archive.write_bytes(b"\x1f\x8b\x08\x00" + b"not really gzip" * 10)
     with pytest.raises(storage.DatasetError, match="not a readable .tar/.tar.gz archive"):
         speech_ingest.ingest(str(archive), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists()
+
+
+# --- Hostile inputs: each is skipped with a reason, or refused as one error that publishes and leaves nothing --
+
+
+def archive_of(corpus: Path, archive: Path, compresslevel: int = 9, extra: tuple = ()) -> Path:
+    """A .tar.gz of a corpus directory (names kept as raw bytes), plus extra (TarInfo, bytes) members at the end."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for path in sorted(corpus.rglob("*")):
+            tar.add(path, arcname=str(path.relative_to(corpus)), recursive=False)
+        for info, content in extra:
+            tar.addfile(info, io.BytesIO(content))
+    archive.write_bytes(gzip.compress(buffer.getvalue(), compresslevel=compresslevel, mtime=0))
+    return archive
+
+
+def row_of(manifest: dict, path: str) -> np.ndarray:
+    for split in manifest["splits"]:
+        audio, table = speech_ingest.read_clips(manifest["uri"], split)
+        paths = table.column("path").to_pylist()
+        if path in paths:
+            return audio[paths.index(path)]
+    raise AssertionError(f"{path} is in no split")
+
+
+@pytest.fixture
+def scratch(tmp_path, monkeypatch) -> Path:
+    """The temporary directory ingestion works in, so a test can see what it leaves behind."""
+    directory = tmp_path / "scratch"
+    directory.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    return directory
+
+
+@pytest.mark.parametrize("riff_size", [36 + 1000, 4, 0xFFFF_FFFF])
+def test_a_clip_is_read_by_its_data_chunk_whatever_its_riff_size_says(tmp_path, riff_size):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    samples = tone(523)
+    data = bytearray(wav_bytes(samples))
+    data[4:8] = struct.pack("<I", riff_size)
+    (corpus / "yes" / f"{SPEAKERS[0]}_nohash_1.wav").write_bytes(bytes(data))
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    assert manifest["skipped"] == 0
+    clip = row_of(manifest, f"yes/{SPEAKERS[0]}_nohash_1.wav")
+    np.testing.assert_array_equal(clip[: len(samples)], samples)  # every sample, none zeroed
+    assert not clip[len(samples) :].any()  # 0.8 s padded to 1 s, as always
+
+
+def write_badly_named_files(corpus: Path) -> None:
+    root = os.fsencode(corpus)
+    for relative in (b"yes/caf\xe9_nohash_0.wav", b"_background_noise_/r\xe4uschen.wav"):
+        with open(root + b"/" + relative, "wb") as handle:
+            handle.write(GOOD)
+    os.mkdir(root + b"/n\xf6")
+    with open(root + b"/n\xf6/" + SPEAKERS[0].encode() + b"_nohash_0.wav", "wb") as handle:
+        handle.write(GOOD)
+
+
+def test_names_that_are_not_utf8_in_a_directory_are_skipped_and_the_rest_ingested(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    write_badly_named_files(corpus)
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    report = speech_ingest.read_report(manifest["uri"])
+    assert sorted((entry["path"], entry["reason"]) for entry in report["skipped"]) == [
+        ("_background_noise_/r\\xe4uschen.wav", "file name is not valid UTF-8"),
+        ("n\\xf6/", "directory name is not valid UTF-8 (not read)"),
+        ("yes/caf\\xe9_nohash_0.wav", "file name is not valid UTF-8"),
+    ]
+    assert report["clips_read"] == 5 * len(SPEAKERS) and manifest["noise_files"] == ["white_noise.wav"]
+
+
+def test_names_that_are_not_utf8_in_an_archive_are_skipped_and_the_rest_ingested(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    write_badly_named_files(corpus)
+    archive = archive_of(corpus, tmp_path / "corpus.tar.gz")
+    manifest, _ = speech_ingest.ingest(str(archive), str(tmp_path / "clips"), task=35)
+    report = speech_ingest.read_report(manifest["uri"])
+    assert sorted((entry["path"], entry["reason"]) for entry in report["skipped"]) == [
+        ("_background_noise_/r\\xe4uschen.wav", "file name is not valid UTF-8"),
+        (f"n\\xf6/{SPEAKERS[0]}_nohash_0.wav", "file name is not valid UTF-8"),
+        ("yes/caf\\xe9_nohash_0.wav", "file name is not valid UTF-8"),
+    ]
+    assert report["clips_read"] == 5 * len(SPEAKERS) and manifest["skipped"] == 3
+
+
+def test_a_wrapped_archives_skipped_names_are_relative_to_the_corpus(tmp_path):
+    make_corpus(tmp_path / "wrapper" / "speech_commands", bad=False)
+    write_badly_named_files(tmp_path / "wrapper" / "speech_commands")
+    archive = archive_of(tmp_path / "wrapper", tmp_path / "wrapped.tar.gz")
+    manifest, _ = speech_ingest.ingest(str(archive), str(tmp_path / "clips"), task=35)
+    paths = sorted(entry["path"] for entry in speech_ingest.read_report(manifest["uri"])["skipped"])
+    assert paths[-1] == "yes/caf\\xe9_nohash_0.wav"
+
+
+def file_info(name: str, size: int = 1) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    return info
+
+
+UNEXTRACTABLE = {
+    "file where a directory is": ((file_info("yes"), b"x"), "file 'yes' has the name of a directory"),
+    "member below a file": ((file_info("README.md/x.wav"), b"x"), "lies below the regular file 'README.md'"),
+    "name too long": ((file_info(f"yes/{'a' * 300}.wav"), b"x"), "has a name of 304 bytes"),
+}
+
+
+@pytest.mark.parametrize("case", UNEXTRACTABLE, ids=list(UNEXTRACTABLE))
+def test_an_archive_that_cannot_be_extracted_is_one_error_and_leaves_nothing(tmp_path, scratch, case):
+    member, message = UNEXTRACTABLE[case]
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    (corpus / "README.md").write_text("Speech Commands")
+    archive = archive_of(corpus, tmp_path / "corpus.tar.gz", extra=(member,))
+    with pytest.raises(storage.DatasetError, match=f"^{re.escape(str(archive))}: .*{message}") as raised:
+        speech_ingest.ingest(str(archive), str(tmp_path / "clips"))
+    assert "\n" not in str(raised.value)
+    assert not (tmp_path / "clips").exists() and list(scratch.iterdir()) == []
+
+
+def test_an_os_error_during_extraction_is_one_error_and_leaves_nothing(tmp_path, scratch, monkeypatch):
+    archive = archive_of(make_corpus(tmp_path / "corpus", bad=False), tmp_path / "corpus.tar.gz")
+    real_open = os.open
+
+    def read_only_filesystem(path, flags, *args, **kwargs):
+        if flags & os.O_CREAT:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(layout.os, "open", read_only_filesystem)
+    with pytest.raises(storage.DatasetError, match="cannot create .* \\(Read-only file system\\)"):
+        speech_ingest.ingest(str(archive), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists() and list(scratch.iterdir()) == []
+
+
+def test_archive_size_limits_are_ingest_arguments_whose_defaults_fit_speech_commands_v002(tmp_path, scratch):
+    assert layout.MAX_MEMBER_BYTES >= 3 * 6_000_000  # the longest background-noise recording
+    assert layout.MAX_EXTRACTED_BYTES >= 2 * 3_300_000_000  # v0.02 extracted
+    assert layout.MAX_ARCHIVE_MEMBERS >= 2 * (105_829 + 6 + 4 + 36)  # clips, noises, text files, directories
+    archive = archive_of(make_corpus(tmp_path / "corpus", bad=False), tmp_path / "corpus.tar.gz")
+    for limit, message in ({"max_member_bytes": 30_000}, "more than the 30000 allowed per member"), \
+                          ({"max_extracted_bytes": 100_000}, "extracts to more than 100000 bytes"), \
+                          ({"max_archive_members": 10}, "more than 10 members"):
+        with pytest.raises(storage.DatasetError, match=message):
+            speech_ingest.ingest(str(archive), str(tmp_path / "clips"), **limit)
+        assert not (tmp_path / "clips").exists() and list(scratch.iterdir()) == []
+    manifest, _ = speech_ingest.ingest(str(archive), str(tmp_path / "clips"), task=35, max_member_bytes=100_000,
+                                       max_extracted_bytes=2_000_000, max_archive_members=100)
+    assert sum(stats["rows"] for stats in manifest["splits"].values()) == 5 * len(SPEAKERS)
+
+
+def test_a_flipped_bit_in_the_gzip_stream_publishes_nothing(tmp_path, scratch):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    clip = (corpus / "yes" / f"{SPEAKERS[0]}_nohash_0.wav").read_bytes()
+    archive = archive_of(corpus, tmp_path / "corpus.tar.gz", compresslevel=0)
+    data = bytearray(archive.read_bytes())
+    data[data.index(clip[1000:1100]) + 50] ^= 0x01  # stored, not deflated: one sample of one clip changes
+    archive.write_bytes(bytes(data))
+    with pytest.raises(storage.DatasetError, match="not a readable .tar/.tar.gz archive \\(CRC check failed"):
+        speech_ingest.ingest(str(archive), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists() and list(scratch.iterdir()) == []
+
+
+def test_a_truncated_gzip_publishes_nothing(tmp_path, scratch):
+    archive = archive_of(make_corpus(tmp_path / "corpus", bad=False), tmp_path / "corpus.tar.gz")
+    archive.write_bytes(archive.read_bytes()[:-8])  # the tar inside is whole; the gzip trailer is gone
+    with pytest.raises(storage.DatasetError, match="not a readable .tar/.tar.gz archive"):
+        speech_ingest.ingest(str(archive), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists() and list(scratch.iterdir()) == []
+
+
+def test_a_clip_longer_than_one_second_is_cut_and_listed_with_its_length(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    long_tone = tone(440, seconds=2.0)
+    (corpus / "yes" / f"{SPEAKERS[0]}_nohash_2.wav").write_bytes(wav_bytes(long_tone))
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    report = speech_ingest.read_report(manifest["uri"])
+    assert report["trimmed"] == [{"path": f"yes/{SPEAKERS[0]}_nohash_2.wav", "samples": 32_000, "seconds": 2.0}]
+    assert manifest["trimmed"] == 1
+    np.testing.assert_array_equal(row_of(manifest, f"yes/{SPEAKERS[0]}_nohash_2.wav"), long_tone[:16_000])
+
+
+def test_a_rate_that_cannot_be_resampled_is_skipped_with_its_reason(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    (corpus / "yes" / "slow_nohash_0.wav").write_bytes(wav_bytes(tone(0.5, seconds=0.5, rate=2), rate=2))
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35, resample=True)
+    report = speech_ingest.read_report(manifest["uri"])
+    assert report["skipped"] == [{"path": "yes/slow_nohash_0.wav",
+                                  "reason": "sample rate 2 Hz, outside the 4000–192000 Hz that are resampled"}]
+
+
+def test_a_split_list_that_is_not_utf8_is_one_error_naming_it(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    (corpus / "testing_list.txt").write_bytes(b"yes/caf\xe9_nohash_0.wav\n")
+    with pytest.raises(storage.DatasetError, match=f"^{re.escape(str(corpus))}: testing_list.txt is not UTF-8 text"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))
     assert not (tmp_path / "clips").exists()

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import logging
 import struct
-import urllib.error
-import urllib.request
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,6 +22,8 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from training import VENDORED_MNIST, storage
+from training.contract import MNIST_IMAGES
+from training.datasets import download
 from training.datasets.image_records import ImageBatch, from_table, to_table
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ NUM_CLASSES = 10
 IMAGES_MAGIC = 2051
 LABELS_MAGIC = 2049
 ROWS_PER_FILE = 10_000
-DATASET_KIND = "mnist-images"
+DATASET_KIND = MNIST_IMAGES
 
 # role → file stem, as published by the original MNIST site and every mirror.
 FILE_STEMS = {
@@ -50,6 +51,8 @@ CANONICAL_CONTENT_SHA256 = {
 }
 VENDORED_SOURCE = VENDORED_MNIST
 DOWNLOAD_TIMEOUT_SECONDS = 60
+# The largest MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes: no file may download or decompress to more.
+MAX_FILE_BYTES = 64 * 2**20
 
 
 class IdxError(storage.DatasetError):
@@ -72,9 +75,13 @@ def _decompress(source: SourceFile) -> bytes:
         if source.raw[:2] != b"\x1f\x8b":
             raise IdxError(f"{source.name}: not gzip data although the name ends in .gz")
         try:
-            return gzip.decompress(source.raw)
+            with gzip.GzipFile(fileobj=io.BytesIO(source.raw)) as stream:
+                data = stream.read(MAX_FILE_BYTES + 1)  # reads every gzip member to its end, checking each CRC
         except (EOFError, OSError, zlib.error) as error:
             raise IdxError(f"{source.name}: corrupt or truncated gzip stream ({error})") from error
+        if len(data) > MAX_FILE_BYTES:
+            raise IdxError(f"{source.name}: decompresses to more than {MAX_FILE_BYTES} bytes (no MNIST file does)")
+        return data
     return source.raw
 
 
@@ -124,15 +131,11 @@ def _stem_of(name: str) -> str:
 
 
 def _fetch_url(url: str) -> bytes | None:
-    try:
-        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
-            return response.read()
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return None
-        raise storage.DatasetError(f"{url}: download failed (HTTP {error.code})") from error
-    except (urllib.error.URLError, TimeoutError) as error:
-        raise storage.DatasetError(f"{url}: download failed ({error})") from error
+    """The bytes at ``url``, or None if the server has no such file."""
+    buffer = io.BytesIO()
+    fetched = download.download(url, buffer, max_bytes=MAX_FILE_BYTES, timeout_seconds=DOWNLOAD_TIMEOUT_SECONDS,
+                                missing_ok=True)
+    return None if fetched is None else buffer.getvalue()
 
 
 def _from_url(base_url: str) -> tuple[dict[str, SourceFile], dict[str, str]]:
@@ -140,7 +143,6 @@ def _from_url(base_url: str) -> tuple[dict[str, SourceFile], dict[str, str]]:
     for stem in FILE_STEMS.values():
         for name in (f"{stem}.gz", stem):
             url = f"{base_url.rstrip('/')}/{name}"
-            log.info("downloading %s", url)
             raw = _fetch_url(url)
             if raw is not None:
                 files[stem] = SourceFile(name, url, raw)
@@ -218,16 +220,13 @@ def fetch_sources(source: str | Sequence[str]) -> dict[str, SourceFile]:
 
 
 def _verify_checksum(source_file: SourceFile, expected: str | None) -> None:
+    """The file's sha256 as stored, or of its uncompressed content, must be ``expected`` (if a checksum is given)."""
     if expected is None:
         return
     candidates = {hashlib.sha256(source_file.raw).hexdigest()}
     if source_file.name.endswith(".gz"):
         candidates.add(hashlib.sha256(_decompress(source_file)).hexdigest())
-    if expected not in candidates:
-        raise IdxError(
-            f"{source_file.name}: sha256 mismatch (expected {expected}, got {sorted(candidates)[0]}) "
-            f"from {source_file.origin}"
-        )
+    download.check_sha256(source_file.name, candidates, expected, source_file.origin)
 
 
 def load(source: str | Sequence[str]) -> tuple[dict[str, ImageBatch], dict[str, str]]:

@@ -1,9 +1,10 @@
 """Ingest a Speech Commands corpus (v0.01, v0.02 or the synthetic one) into a Parquet dataset of labelled clips.
 
 The source may be a directory, a ``.tar.gz``/``.tar`` archive, or an http(s) URL of one (optionally checked
-against a sha256). Archives are extracted safely into a temporary directory. Every clip is checked: a bad one
-(empty, not WAV, truncated, stereo, not 16-bit PCM, zero-length, another sample rate unless ``resample``) is
-skipped and listed with its reason in ``ingest_report.json``; everything else is padded or cut to 1 s.
+against a sha256). Archives are verified whole and extracted safely, within size limits, into a temporary
+directory. Every clip is checked: a bad one (empty, not WAV, truncated, stereo, not 16-bit PCM, zero-length, another
+sample rate unless ``resample``, a name that is not UTF-8) is skipped and listed with its reason in
+``ingest_report.json``; everything else is padded or cut to 1 s, and each clip cut is listed there too.
 
 Labels follow the keyword task: 12 classes (``_silence_``, ``_unknown_`` and the ten keywords, as TensorFlow's
 Speech Commands tutorial orders them; ``_unknown_`` sampled from the other words and ``_silence_`` cut from the
@@ -18,16 +19,9 @@ manifest with counts per class and split.
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import math
-import shutil
-import tarfile
 import tempfile
-import urllib.error
-import urllib.request
-import wave
-import zlib
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,18 +32,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from training import storage
+from training.contract import INGEST_REPORT_FILE, SPEECH_CLIPS
+from training.datasets import download
 from training.datasets import speech_commands as layout
 
 log = logging.getLogger(__name__)
 
-DATASET_KIND = "speech-clips"
+DATASET_KIND = SPEECH_CLIPS
 CLIP_SAMPLES = layout.SAMPLE_RATE  # 1 s
 SPLITS = {"training": "train", "validation": "validation", "testing": "test"}
 SILENCE_PERCENTAGE = 10.0
 UNKNOWN_PERCENTAGE = 10.0
 DOWNLOAD_TIMEOUT_SECONDS = 600
-REPORT_NAME = "ingest_report.json"
+REPORT_NAME = INGEST_REPORT_FILE
 ROWS_PER_FILE = 8192  # 256 MiB of audio per part file at most
+# Rates ``resample`` takes: telephone speech up to studio rates; beyond, a clip is more likely broken than exotic.
+MIN_RESAMPLE_RATE = 4_000
+MAX_RESAMPLE_RATE = 192_000
 
 CLIP_SCHEMA = pa.schema([
     pa.field("index", pa.int64(), nullable=False),
@@ -77,21 +76,13 @@ def class_names(task: int, words: list[str]) -> list[str]:
 
 def decode_pcm(data: bytes, resample: bool) -> tuple[np.ndarray, bool]:
     """Checked 16-bit mono PCM → int16 samples at 16 kHz; (samples, resampled). Raises InvalidClipError."""
-    wav_format = layout.inspect_wav(data)
-    if wav_format.sample_rate != layout.SAMPLE_RATE and resample:
-        layout.check_clip(data, expected_rate=wav_format.sample_rate)
-    else:
-        layout.check_clip(data)
-    try:
-        with wave.open(io.BytesIO(data)) as reader:
-            samples = np.frombuffer(reader.readframes(reader.getnframes()), dtype="<i2").astype(np.int16)
-    except (wave.Error, EOFError) as error:
-        raise layout.InvalidClipError(f"unreadable WAV ({error})") from error
-    if samples.size == 0:
-        raise layout.InvalidClipError("zero-length audio")
-    if wav_format.sample_rate == layout.SAMPLE_RATE:
-        return samples, False
-    return resample_to_16k(samples, wav_format.sample_rate), True
+    clip = layout.check_clip(data, expected_rate=None if resample else layout.SAMPLE_RATE)
+    if clip.sample_rate == layout.SAMPLE_RATE:
+        return clip.samples, False
+    if not MIN_RESAMPLE_RATE <= clip.sample_rate <= MAX_RESAMPLE_RATE:
+        raise layout.InvalidClipError(f"sample rate {clip.sample_rate} Hz, outside the {MIN_RESAMPLE_RATE}–"
+                                      f"{MAX_RESAMPLE_RATE} Hz that are resampled")
+    return resample_to_16k(clip.samples, clip.sample_rate), True
 
 
 def resample_to_16k(samples: np.ndarray, rate: int) -> np.ndarray:
@@ -113,50 +104,38 @@ def fit_to_clip(samples: np.ndarray) -> np.ndarray:
 # --- Fetching the source -------------------------------------------------------------------------------------
 
 
-def _sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+def open_source(source: str, expected_sha256: str, workdir: Path,
+                limits: layout.ArchiveLimits) -> tuple[Path, str, list[dict[str, str]]]:
+    """A local directory holding the corpus; (directory, description, archive members skipped with reasons).
 
-
-def _download(url: str, target: Path) -> None:
-    log.info("downloading %s", url)
-    try:
-        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response, target.open("wb") as out:
-            shutil.copyfileobj(response, out, 1 << 20)
-    except (urllib.error.URLError, TimeoutError, OSError) as error:
-        raise storage.DatasetError(f"{url}: download failed ({error})") from error
-
-
-def open_source(source: str, expected_sha256: str, workdir: Path) -> tuple[Path, str]:
-    """A local directory holding the corpus; (directory, description). Archives are checked and extracted."""
+    An archive (local, or downloaded into ``workdir``) is checked against ``expected_sha256``, verified whole and
+    extracted within ``limits``; a download may be no larger than the extracted total allowed.
+    """
     if source.startswith(("http://", "https://")):
-        archive = workdir / "download.tar.gz"
-        _download(source, archive)
+        archive = workdir / "download"
+        with archive.open("wb") as out:
+            download.download(source, out, max_bytes=limits.total_bytes, timeout_seconds=DOWNLOAD_TIMEOUT_SECONDS,
+                              expected_sha256=expected_sha256)
     else:
         archive = Path(source).expanduser()
         if archive.is_dir():
             if expected_sha256:
                 raise storage.DatasetError(f"{source}: data_sha256 applies to an archive, not a directory")
-            return archive, str(archive.resolve())
+            return archive, str(archive.resolve()), []
         if not archive.is_file():
             raise storage.DatasetError(f"{source}: no such directory or archive")
-    if expected_sha256:
-        actual = _sha256_of(archive)
-        if actual != expected_sha256.lower():
-            raise storage.DatasetError(f"{source}: sha256 mismatch (expected {expected_sha256.lower()}, got {actual})")
+        if expected_sha256:
+            download.verify_file(archive, source, expected_sha256)
     target = workdir / "extracted"
-    try:
-        layout.safe_extract(archive, target)
-    except (tarfile.TarError, EOFError, zlib.error) as error:  # a corrupt, truncated or non-tar file
-        raise storage.DatasetError(f"{source}: not a readable .tar/.tar.gz archive ({error})") from error
+    extraction = layout.safe_extract(archive, target, limits, name=source)
+    skipped = extraction.skipped
     # Speech Commands archives hold the words at the top; tolerate one wrapping directory.
     entries = [entry for entry in target.iterdir() if not entry.name.startswith(".")]
-    if len(entries) == 1 and entries[0].is_dir() and not _word_directories(target):
+    if len(entries) == 1 and entries[0].is_dir() and _word_directories(entries[0]):
+        prefix = f"{layout.printable(entries[0].name)}/"
+        skipped = [{**entry, "path": entry["path"].removeprefix(prefix)} for entry in skipped]
         target = entries[0]
-    return target, source
+    return target, source, skipped
 
 
 def _word_directories(root: Path) -> list[Path]:
@@ -174,37 +153,51 @@ class Scan:
     noises: list[tuple[str, np.ndarray]] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)
     resampled: list[str] = field(default_factory=list)
+    trimmed: list[dict[str, Any]] = field(default_factory=list)  # clips longer than 1 s: path and length before
     content: Any = field(default_factory=hashlib.sha256)  # content id of every file read, for the recipe
     split_lists: dict[str, set[str]] = field(default_factory=dict)
 
 
-def scan_corpus(root: Path, resample: bool) -> Scan:
-    """Read and check every clip and noise file below ``root``."""
+def scan_corpus(root: Path, resample: bool, skipped: list[dict[str, str]] | None = None, source: str = "") -> Scan:
+    """Read and check every clip and noise file below ``root`` (``source`` names it in errors); ``skipped`` lists
+    files already left out."""
     words = _word_directories(root)
     if not words:
-        raise storage.DatasetError(f"{root}: no word directories: not a Speech Commands corpus")
+        also = f" ({len(skipped)} archive members skipped for their names)" if skipped else ""
+        raise storage.DatasetError(f"{source or root}: no word directories: not a Speech Commands corpus{also}")
     scan = Scan()
+    for entry in skipped or []:
+        _skip_unread(scan, entry["path"], entry["reason"])
     for list_name, split in (("validation_list.txt", "validation"), ("testing_list.txt", "testing")):
         list_file = root / list_name
         if list_file.is_file():
-            text = list_file.read_text()
+            text = _text_of(list_file, f"{source or root}: {list_name}")
             scan.content.update(f"{list_name}\0".encode() + text.encode())
             scan.split_lists[split] = {line.strip() for line in text.splitlines() if line.strip()}
     for directory in words:
+        if not layout.is_utf8(directory.name):
+            _skip_unread(scan, f"{layout.printable(directory.name)}/", "directory name is not valid UTF-8 (not read)")
+            continue
         good: list[tuple[str, np.ndarray]] = []
         for path in sorted(directory.iterdir()):
             relative = f"{directory.name}/{path.name}"
+            if not layout.is_utf8(path.name):
+                _skip_unread(scan, layout.printable(relative), "file name is not valid UTF-8")
+                continue
             if not path.is_file():
                 scan.skipped.append({"path": relative, "reason": "not a regular file"})
                 continue
             samples = _read_checked(path, relative, resample, scan)
             if samples is not None:
-                good.append((relative, fit_to_clip(samples)))
+                good.append((relative, _fit_noting_trims(samples, relative, scan)))
         scan.clips[directory.name] = good
     noise_dir = root / layout.BACKGROUND_NOISE
     if noise_dir.is_dir():
         for path in sorted(noise_dir.glob("*.wav")):
             relative = f"{layout.BACKGROUND_NOISE}/{path.name}"
+            if not layout.is_utf8(path.name):
+                _skip_unread(scan, layout.printable(relative), "file name is not valid UTF-8")
+                continue
             samples = _read_checked(path, relative, resample, scan)
             if samples is None:
                 continue
@@ -213,6 +206,27 @@ def scan_corpus(root: Path, resample: bool) -> Scan:
                 continue
             scan.noises.append((path.name, samples))
     return scan
+
+
+def _skip_unread(scan: Scan, path: str, reason: str) -> None:
+    """List a file skipped without reading it; the listing counts in the content id instead of its bytes."""
+    scan.skipped.append({"path": path, "reason": reason})
+    scan.content.update(f"skipped\0{path}\0{reason}\0".encode())
+
+
+def _text_of(path: Path, shown: str) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise storage.DatasetError(f"{shown} is not UTF-8 text (byte {error.start}: {error.reason}); it must list "
+                                   f"one clip path per line") from error
+
+
+def _fit_noting_trims(samples: np.ndarray, relative: str, scan: Scan) -> np.ndarray:
+    if len(samples) > CLIP_SAMPLES:
+        scan.trimmed.append({"path": relative, "samples": len(samples),
+                             "seconds": round(len(samples) / layout.SAMPLE_RATE, 3)})
+    return fit_to_clip(samples)
 
 
 def _read_checked(path: Path, relative: str, resample: bool, scan: Scan) -> np.ndarray | None:
@@ -329,16 +343,25 @@ def ingest(
     seed: int = 0,
     expected_sha256: str = "",
     overwrite: bool = False,
+    *,
+    max_member_bytes: int = layout.MAX_MEMBER_BYTES,
+    max_extracted_bytes: int = layout.MAX_EXTRACTED_BYTES,
+    max_archive_members: int = layout.MAX_ARCHIVE_MEMBERS,
 ) -> tuple[dict[str, Any], bool]:
-    """Check, label and publish a Speech Commands corpus; (manifest, created)."""
+    """Check, label and publish a Speech Commands corpus; (manifest, created).
+
+    An archive source may hold no member over ``max_member_bytes``, extract to no more than
+    ``max_extracted_bytes`` in all, and hold no more than ``max_archive_members`` members.
+    """
     if task not in (12, 35):
         raise ValueError(f"task must be 12 or 35, got {task}")
     if int(seed) != seed or seed < 0:
         raise ValueError(f"seed must be an integer ≥ 0, got {seed}")
+    limits = layout.ArchiveLimits(max_member_bytes, max_extracted_bytes, max_archive_members)
     with tempfile.TemporaryDirectory(prefix="cloudburst-speech-") as workdir:
-        root, description = open_source(source, expected_sha256, Path(workdir))
+        root, description, skipped = open_source(source, expected_sha256, Path(workdir), limits)
         log.info("reading clips below %s", root)
-        scan = scan_corpus(root, resample)
+        scan = scan_corpus(root, resample, skipped, source)
     names, rows = label_clips(scan, task, seed)
     if not rows["train"].labels:
         raise storage.DatasetError(f"{source}: no usable training clips ({len(scan.skipped)} files skipped)")
@@ -373,6 +396,7 @@ def ingest(
             "noise_files": [name for name, _ in scan.noises],
             "skipped": len(scan.skipped),
             "resampled": len(scan.resampled),
+            "trimmed": len(scan.trimmed),
         }
 
     manifest, created = storage.publish(destination, DATASET_KIND, recipe, write, overwrite=overwrite)
@@ -387,6 +411,7 @@ def _report(scan: Scan, source: str, names: list[str], rows: dict[str, SplitRows
         "skipped": scan.skipped,
         "skipped_by_reason": dict(sorted(reasons.items())),
         "resampled": scan.resampled,
+        "trimmed": scan.trimmed,
         "noise_files": [name for name, _ in scan.noises],
         "class_names": names,
         "rows_per_split": {split: len(split_rows.labels) for split, split_rows in rows.items()},
