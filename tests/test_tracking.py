@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from training import tracking
@@ -21,9 +24,18 @@ def fake_result(workers: int, wall_seconds: float, time_to_target: float | None)
                           extra={"ranks_in_sync": True, "threads_per_worker": 1})
 
 
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
 @pytest.fixture
 def store(tmp_path) -> str:
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
+
+
+# The shared names of docs/STYLE.md that are params; dashboards filter and chart on them.
+SHARED_PARAMS = {"workload", "strategy", "nodes", "workers_per_node", "total_workers", "batch_size_per_worker",
+                 "learning_rate", "epochs", "augment_copies", "data_version", "seed", "target_accuracy", "n_fetch",
+                 "n_push", "ps_shards", "server_optimizer", "fp16_compression", "backward_passes_per_step"}
 
 
 def finish(spec: RunSpec, run_id: str) -> None:
@@ -34,6 +46,15 @@ def test_a_run_records_the_spec_as_params_epochs_as_steps_and_config_tags(store)
     spec = RunSpec(workers_per_node=2, tracking_uri=store, run_name="two")
     run_id = tracking.log_training(spec, fake_result(2, 30.0, 20.0), "abc123", {"shard_manifest.json": b"{}"})
     run = tracking.client(store).get_run(run_id)
+    assert set(run.data.params) == set(spec.mlflow_params()) | {"data_version"}
+    assert SHARED_PARAMS <= set(run.data.params)
+    assert set(run.data.metrics) == set(tracking.PER_EPOCH_METRICS) | {
+        "wall_seconds", "training_seconds", "samples_per_second_mean", "time_to_target_seconds"}
+    assert {name: value for name, value in run.data.tags.items() if not name.startswith("mlflow.")} == {
+        "workload": "mnist_elastic_cnn", "strategy": "horovod", "config": "1x2", "nodes": "1",
+        "workers_per_node": "2", "total_workers": "2", "cloudburst_run": "two", "ranks_in_sync": "true",
+        "threads_per_worker": "1"}
+    assert run.data.tags["mlflow.runName"] == "horovod-1x2-two"
     assert run.data.params["workers_per_node"] == "2"
     assert run.data.params["total_workers"] == "2"
     assert run.data.params["data_version"] == "abc123"
@@ -47,7 +68,7 @@ def test_a_run_records_the_spec_as_params_epochs_as_steps_and_config_tags(store)
     artifacts = {item.path for item in tracking.client(store).list_artifacts(run_id)}
     database_folder = tracking.sqlite_path(store).parent
     assert run.info.artifact_uri.startswith((database_folder / "artifacts").as_uri())
-    assert {"shard_manifest.json", "learning_curves.png", "training_result.json"} <= artifacts
+    assert artifacts == {"shard_manifest.json", "learning_curves.png", "training_result.json"}
 
 
 def test_speedup_and_efficiency_come_from_the_newest_comparable_one_worker_run(store):
@@ -73,6 +94,90 @@ def test_a_baseline_with_other_hyper_parameters_is_not_used(store):
     spec = RunSpec(workers_per_node=2, batch_size_per_worker=128, tracking_uri=store, run_name="two")
     run = tracking.client(store).get_run(tracking.log_training(spec, fake_result(2, 40.0, 16.0), "abc123", {}))
     assert "speedup" not in run.data.metrics
+
+
+def test_artifacts_keep_their_names_and_bytes_and_figures_are_pngs(store, tmp_path):
+    spec = RunSpec(workers_per_node=2, tracking_uri=store, run_name="two")
+    result = fake_result(2, 30.0, 20.0)
+    result.extra["staleness_counts"] = {"0": 5, "1": 3}
+    manifest = b'{\n  "shards": 2\n}'
+    run_id = tracking.log_training(spec, result, "abc123", {"shard_manifest.json": manifest})
+    tracking.log_evaluation(spec, run_id, {"test_accuracy": 0.99, "test_accuracy_class_0": 0.98},
+                            {"confusion_matrix.png": PNG_MAGIC + b"rest", "per_class_accuracy.json": b'{"0": 0.98}'})
+    mlflow_client = tracking.client(store)
+    folder = Path(mlflow_client.download_artifacts(run_id, "", str(tmp_path / "downloaded")))
+    assert {path.name for path in folder.iterdir()} == {
+        "shard_manifest.json", "training_result.json", "learning_curves.png", "staleness_histogram.png",
+        "confusion_matrix.png", "per_class_accuracy.json"}
+    assert (folder / "shard_manifest.json").read_bytes() == manifest
+    assert (folder / "confusion_matrix.png").read_bytes() == PNG_MAGIC + b"rest"
+    assert (folder / "training_result.json").read_text() == json.dumps(result.to_mapping(), indent=2)
+    assert (folder / "learning_curves.png").read_bytes().startswith(PNG_MAGIC)
+    assert (folder / "staleness_histogram.png").read_bytes().startswith(PNG_MAGIC)
+    run = mlflow_client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert {"test_accuracy", "test_accuracy_class_0"} <= set(run.data.metrics)
+
+
+def test_more_metric_points_than_one_mlflow_batch_holds_are_all_logged(store):
+    epochs = 250  # 5 per-epoch metrics: 1250 points, over MLflow's 1000 per batch
+    result = fake_result(1, 60.0, None)
+    result.epochs = [{**result.epochs[0], "epoch": epoch, "val_accuracy": epoch / 1000}
+                     for epoch in range(1, epochs + 1)]
+    spec = RunSpec(workers_per_node=1, epochs=epochs, tracking_uri=store, run_name="long")
+    run_id = tracking.log_training(spec, result, "abc123", {})
+    mlflow_client = tracking.client(store)
+    for name in tracking.PER_EPOCH_METRICS:
+        assert len(mlflow_client.get_metric_history(run_id, name)) == epochs, name
+    assert mlflow_client.get_run(run_id).data.metrics["val_accuracy"] == pytest.approx(0.25)  # the last step's
+
+
+def test_experiments_are_marked_as_model_training_when_created_and_when_found_unmarked(store, tmp_path):
+    import mlflow
+
+    unmarked = mlflow.MlflowClient(store).create_experiment(  # as made before Cloudburst set the kind
+        "kws_densenet_bilstm", artifact_location=(tmp_path / "old-artifacts").as_uri())
+    for workload in ("mnist_elastic_cnn", "kws_densenet_bilstm"):
+        spec = RunSpec(workload=workload, workers_per_node=1, tracking_uri=store, run_name="one")
+        tracking.log_training(spec, fake_result(1, 60.0, None), "abc123", {})
+        experiment = tracking.client(store).get_experiment_by_name(workload)
+        assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert tracking.client(store).get_experiment_by_name("kws_densenet_bilstm").experiment_id == unmarked
+
+
+def test_a_locked_database_is_retried_a_bounded_number_of_times(monkeypatch):
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import TEMPORARILY_UNAVAILABLE
+
+    pauses: list[float] = []
+    monkeypatch.setattr(tracking.time, "sleep", pauses.append)
+    calls = []
+
+    def locked_twice() -> str:
+        calls.append(1)
+        if len(calls) <= 2:  # as MLflow's SQLAlchemy store reports it
+            raise MlflowException("(sqlite3.OperationalError) database is locked", TEMPORARILY_UNAVAILABLE)
+        return "done"
+
+    assert tracking.retry_when_locked(locked_twice) == "done"
+    assert len(pauses) == 2 and pauses[0] < pauses[1] * 2
+
+    def always_locked() -> None:
+        raise MlflowException("(sqlite3.OperationalError) database is locked", TEMPORARILY_UNAVAILABLE)
+
+    with pytest.raises(MlflowException, match="database is locked"):
+        tracking.retry_when_locked(always_locked)
+    assert len(pauses) == 2 + tracking.LOCKED_RETRIES
+    assert max(pauses) <= tracking.LOCKED_LONGEST_PAUSE_SECONDS * 1.5
+
+    def other_error() -> None:
+        calls.append(1)
+        raise MlflowException("(sqlite3.OperationalError) no such table: runs")
+
+    calls.clear()
+    with pytest.raises(MlflowException, match="no such table"):
+        tracking.retry_when_locked(other_error)
+    assert len(calls) == 1
 
 
 def test_confusion_matrix_accuracy_and_per_class_accuracy_on_known_values():

@@ -3,29 +3,54 @@
 Params are the run specification (plus ``total_workers`` and ``data_version``); per-epoch metrics use
 step = epoch; speedup and scaling efficiency are computed against the newest one-worker run of the same
 workload, data version and hyper-parameters, so the MLflow UI can chart them per configuration.
+
+Several DAG runs may log into one local SQLite store at once: the schema is created under a file lock beside
+the database, the database runs in WAL mode, and a write that still meets "database is locked" is retried.
+For concurrent production use, point ``MLFLOW_TRACKING_URI`` at an MLflow server instead.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import fcntl
+import io
 import logging
-import tempfile
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from training.config import REPO_ROOT, RunSpec
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
     from mlflow import MlflowClient
 
     from training.strategies.base import TrainingResult
 
 log = logging.getLogger(__name__)
 
+# MLflow 3's experiment-kind tag: the UI opens a model-training experiment in its Model training view, not GenAI.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING_KIND = "custom_model_development"
+
+# Logged at step = epoch; a None value is an epoch not recorded (an earlier attempt's epoch, after a resume).
+PER_EPOCH_METRICS = ("train_loss", "train_accuracy", "val_accuracy", "epoch_seconds", "samples_per_second")
+
 # A baseline must match on these (besides workload and data_version) to be comparable.
 BASELINE_KEYS = ("epochs", "batch_size_per_worker", "learning_rate", "warmup_epochs", "seed", "target_accuracy",
                  "evaluations_per_epoch")
+
+# MLflow already waits 20 s for a SQLite lock per transaction; these retries cover what that cannot (a lock
+# upgrade SQLite refuses at once to avoid a deadlock), a few times with growing, jittered pauses.
+LOCKED_RETRIES = 8
+LOCKED_FIRST_PAUSE_SECONDS = 0.05
+LOCKED_LONGEST_PAUSE_SECONDS = 2.0
+
+T = TypeVar("T")
 
 
 def sqlite_path(tracking_uri: str) -> Path | None:
@@ -36,33 +61,61 @@ def sqlite_path(tracking_uri: str) -> Path | None:
 
 
 def client(tracking_uri: str) -> MlflowClient:
+    """A client for the store; a local SQLite store is created (schema, WAL mode) by one process at a time."""
     import mlflow
 
-    database = sqlite_path(tracking_uri)
-    if database is not None:
-        database.parent.mkdir(parents=True, exist_ok=True)
     mlflow.set_tracking_uri(tracking_uri)
-    return mlflow.MlflowClient(tracking_uri)
+    database = sqlite_path(tracking_uri)
+    if database is None:
+        return mlflow.MlflowClient(tracking_uri)
+    database.parent.mkdir(parents=True, exist_ok=True)
+    # MLflow's tracking store creates and migrates a new database's schema without a lock: concurrent first uses
+    # fail ("table runs already exists", "duplicate column name: step"). It caches the store per process, so
+    # only a process's first call does real work under this lock.
+    with _exclusive_lock(database.with_name(database.name + ".lock")):
+        mlflow_client = retry_when_locked(mlflow.MlflowClient, tracking_uri)
+        retry_when_locked(_use_write_ahead_log, database)
+    return mlflow_client
+
+
+def retry_when_locked(operation: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``operation(*args, **kwargs)``, retried a bounded number of times while SQLite says the database is locked."""
+    attempt = 0
+    while True:
+        try:
+            return operation(*args, **kwargs)
+        except Exception as error:
+            if attempt == LOCKED_RETRIES or not _is_locked(error):
+                raise
+            # Jitter keeps processes that collided once from colliding again in step (timing only, not results).
+            pause = min(LOCKED_FIRST_PAUSE_SECONDS * 2**attempt, LOCKED_LONGEST_PAUSE_SECONDS) * (0.5 + random.random())
+            log.warning("MLflow store locked by another process (%s): retry %d of %d in %.2f s",
+                        _first_line(error), attempt + 1, LOCKED_RETRIES, pause)
+        time.sleep(pause)
+        attempt += 1
 
 
 def experiment_id(mlflow_client: MlflowClient, workload: str, tracking_uri: str) -> str:
-    """The workload's experiment; for a local store its artifacts live beside the database under var/."""
-    experiment = mlflow_client.get_experiment_by_name(workload)
-    if experiment is not None:
-        return experiment.experiment_id
-    artifact_location = None
-    database = sqlite_path(tracking_uri)
-    if database is not None:
-        artifact_location = (database.parent / "artifacts" / workload).as_uri()
-    elif not urlparse(tracking_uri).scheme.startswith("http"):
-        artifact_location = (REPO_ROOT / "var" / "mlflow" / "artifacts" / workload).as_uri()
-    try:
-        return mlflow_client.create_experiment(workload, artifact_location=artifact_location)
-    except Exception:  # another process created it between our look-up and create
-        found = mlflow_client.get_experiment_by_name(workload)
-        if found is None:
-            raise
-        return found.experiment_id
+    """The workload's experiment, marked as model training; for a local store its artifacts live under var/."""
+    experiment = retry_when_locked(mlflow_client.get_experiment_by_name, workload)
+    if experiment is None:
+        artifact_location = None
+        database = sqlite_path(tracking_uri)
+        if database is not None:
+            artifact_location = (database.parent / "artifacts" / workload).as_uri()
+        elif not urlparse(tracking_uri).scheme.startswith("http"):
+            artifact_location = (REPO_ROOT / "var" / "mlflow" / "artifacts" / workload).as_uri()
+        try:
+            return retry_when_locked(mlflow_client.create_experiment, workload, artifact_location=artifact_location,
+                                     tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING_KIND})
+        except Exception:  # another process created it between our look-up and create
+            experiment = retry_when_locked(mlflow_client.get_experiment_by_name, workload)
+            if experiment is None:
+                raise
+    if EXPERIMENT_KIND_TAG not in experiment.tags:  # created before Cloudburst set the kind
+        retry_when_locked(mlflow_client.set_experiment_tag, experiment.experiment_id, EXPERIMENT_KIND_TAG,
+                          MODEL_TRAINING_KIND)
+    return experiment.experiment_id
 
 
 def find_baseline(mlflow_client: MlflowClient, experiment: str, spec: RunSpec, data_version: str,
@@ -72,8 +125,8 @@ def find_baseline(mlflow_client: MlflowClient, experiment: str, spec: RunSpec, d
     conditions = [f"params.workload = '{spec.workload}'", f"params.data_version = '{data_version}'",
                   "params.total_workers = '1'", "attributes.status = 'FINISHED'"]
     conditions += [f"params.{key} = '{params[key]}'" for key in BASELINE_KEYS]
-    runs = mlflow_client.search_runs([experiment], " and ".join(conditions), order_by=["attributes.start_time DESC"],
-                                     max_results=10)
+    runs = retry_when_locked(mlflow_client.search_runs, [experiment], " and ".join(conditions),
+                             order_by=["attributes.start_time DESC"], max_results=10)
     for run in runs:
         if run.info.run_id != exclude_run_id and "wall_seconds" in run.data.metrics:
             return run
@@ -93,54 +146,57 @@ def speedup_metrics(baseline_metrics: dict[str, float], result: TrainingResult) 
 def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artifacts: dict[str, bytes],
                  run_id: str | None = None) -> str:
     """Create (or complete) the MLflow run of a training run; returns its id."""
-    from training.evaluation.figures import learning_curves_png, staleness_histogram_png
+    from mlflow.entities import Metric, Param, RunTag
+
+    from training.evaluation.figures import learning_curves_figure, staleness_histogram_figure
 
     tracking_uri = spec.resolved_tracking_uri()
     mlflow_client = client(tracking_uri)
     experiment = experiment_id(mlflow_client, spec.workload, tracking_uri)
-    tags = {"workload": spec.workload, "strategy": spec.strategy, "config": spec.config,
-            "nodes": str(spec.nodes), "workers_per_node": str(spec.workers_per_node),
-            "total_workers": str(spec.total_workers), "cloudburst_run": spec.run_name}
     if run_id is None:
-        run = mlflow_client.create_run(experiment, run_name=f"{spec.strategy}-{spec.config}-{spec.run_name}",
-                                       tags=tags)
+        tags = {"workload": spec.workload, "strategy": spec.strategy, "config": spec.config,
+                "nodes": str(spec.nodes), "workers_per_node": str(spec.workers_per_node),
+                "total_workers": str(spec.total_workers), "cloudburst_run": spec.run_name}
+        run = retry_when_locked(mlflow_client.create_run, experiment,
+                                run_name=f"{spec.strategy}-{spec.config}-{spec.run_name}", tags=tags)
         run_id = run.info.run_id
-    params = {**spec.mlflow_params(), "data_version": data_version}
-    existing = mlflow_client.get_run(run_id).data.params
-    for key, value in params.items():
-        if key not in existing:
-            mlflow_client.log_param(run_id, key, value)
-    for row in result.epochs:
-        for name in ("train_loss", "train_accuracy", "val_accuracy", "epoch_seconds", "samples_per_second"):
-            if row[name] is not None:  # None: not recorded (an earlier attempt's epoch, after a resume)
-                mlflow_client.log_metric(run_id, name, row[name], step=int(row["epoch"]))
+    existing = retry_when_locked(mlflow_client.get_run, run_id).data.params
+    params = [Param(key, value) for key, value in {**spec.mlflow_params(), "data_version": data_version}.items()
+              if key not in existing]
+    now = int(time.time() * 1000)
+    metrics = [Metric(name, float(row[name]), now, int(row["epoch"]))
+               for row in result.epochs for name in PER_EPOCH_METRICS if row[name] is not None]
     final = {"wall_seconds": result.wall_seconds, "training_seconds": result.training_seconds,
              "samples_per_second_mean": sum(r["samples_per_second"] for r in result.epochs) / len(result.epochs)}
     if result.time_to_target_seconds is not None:
         final["time_to_target_seconds"] = result.time_to_target_seconds
     if result.resumed_from_epoch:
         final["resumed_from_epoch"] = result.resumed_from_epoch
+    tags = [RunTag(name, str(value).lower() if isinstance(value, bool) else str(value))
+            for name, value in result.extra.items()  # strategy facts (threads, steps, ranks in sync), filterable
+            if isinstance(value, str | int | float | bool)]
     baseline = find_baseline(mlflow_client, experiment, spec, data_version, exclude_run_id=run_id)
     if spec.total_workers == 1:
         final.update(speedup=1.0, scaling_efficiency=1.0)
     elif baseline is not None:
         final.update(speedup_metrics(baseline.data.metrics, result))
-        mlflow_client.set_tag(run_id, "baseline_run_id", baseline.info.run_id)
-    for name, value in {**final, **result.metrics}.items():
-        mlflow_client.log_metric(run_id, name, float(value))
-    for name, value in result.extra.items():  # strategy facts (threads, steps, ranks in sync) as filterable tags
-        if isinstance(value, str | int | float | bool):
-            mlflow_client.set_tag(run_id, name, str(value).lower() if isinstance(value, bool) else str(value))
-    figures = {"learning_curves.png": learning_curves_png(
+        tags.append(RunTag("baseline_run_id", baseline.info.run_id))
+    metrics += [Metric(name, float(value), now, 0) for name, value in {**final, **result.metrics}.items()]
+    # One call; MLflow's client splits it into its batch limits (1000 metrics, 100 params, 100 tags) itself.
+    retry_when_locked(mlflow_client.log_batch, run_id, metrics=metrics, params=params, tags=tags)
+
+    log_artifacts(mlflow_client, run_id, artifacts)
+    retry_when_locked(mlflow_client.log_dict, run_id, result.to_mapping(), "training_result.json")
+    figures = {"learning_curves.png": learning_curves_figure(
         result.epochs, result.evaluations, spec.target_accuracy,
         f"{spec.workload} · {spec.strategy} {spec.config} · batch {spec.batch_size_per_worker}/worker")}
     if result.extra.get("staleness_counts"):
         counts = {int(value): count for value, count in result.extra["staleness_counts"].items()}
-        figures["staleness_histogram.png"] = staleness_histogram_png(
+        figures["staleness_histogram.png"] = staleness_histogram_figure(
             counts, f"{spec.strategy} {spec.config} · n_fetch {spec.n_fetch}, n_push {spec.n_push}, "
                     f"{spec.ps_shards} server shards")
-    log_artifacts(mlflow_client, run_id, {**artifacts, **figures,
-                                          "training_result.json": json.dumps(result.to_mapping(), indent=2).encode()})
+    for name, figure in figures.items():
+        log_figure(mlflow_client, run_id, figure, name)
     return run_id
 
 
@@ -148,10 +204,12 @@ def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifa
                    model: Any | None = None, example_inputs: Any | None = None) -> None:
     """Add test metrics, figures and the model (with its input/output signature) to the run; mark it finished."""
     import mlflow
+    from mlflow.entities import Metric
 
     mlflow_client = client(spec.resolved_tracking_uri())
-    for name, value in metrics.items():
-        mlflow_client.log_metric(run_id, name, float(value))
+    now = int(time.time() * 1000)
+    retry_when_locked(mlflow_client.log_batch, run_id,
+                      metrics=[Metric(name, float(value), now, 0) for name, value in metrics.items()])
     log_artifacts(mlflow_client, run_id, artifacts)
     if model is not None:
         with mlflow.start_run(run_id=run_id):
@@ -161,12 +219,48 @@ def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifa
                 signature = mlflow.models.infer_signature(example_inputs, model(example_inputs).numpy())
             mlflow.tensorflow.log_model(model, name="model", signature=signature,
                                         pip_requirements=["tensorflow-cpu==2.15.1"])
-    mlflow_client.set_terminated(run_id, "FINISHED")
+    retry_when_locked(mlflow_client.set_terminated, run_id, "FINISHED")
 
 
 def log_artifacts(mlflow_client: MlflowClient, run_id: str, artifacts: dict[str, bytes]) -> None:
-    with tempfile.TemporaryDirectory(prefix="cloudburst-artifacts-") as directory:
-        for name, content in artifacts.items():
-            path = Path(directory) / name
-            path.write_bytes(content)
-            mlflow_client.log_artifact(run_id, str(path))
+    """Each ``name: bytes`` as the run's artifact ``name``, byte for byte."""
+    for name, content in artifacts.items():
+        retry_when_locked(mlflow_client.log_stream, run_id, io.BytesIO(content), name)
+
+
+def log_figure(mlflow_client: MlflowClient, run_id: str, figure: Figure, name: str) -> None:
+    """The figure as the run's artifact ``name`` (PNG at the figures' resolution); closes the figure."""
+    from training.evaluation.figures import DPI, close
+
+    try:
+        retry_when_locked(mlflow_client.log_figure, run_id, figure, name, save_kwargs={"dpi": DPI})
+    finally:
+        close(figure)
+
+
+@contextlib.contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``path`` (created if missing) against other processes on this machine."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _use_write_ahead_log(database: Path) -> None:
+    """WAL mode (kept in the file): readers no longer block the writer, nor the writer readers."""
+    with contextlib.closing(sqlite3.connect(database, timeout=20)) as connection:
+        if connection.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            connection.execute("PRAGMA journal_mode=WAL")
+
+
+def _is_locked(error: BaseException) -> bool:
+    # MLflow wraps SQLAlchemy's OperationalError, which wraps sqlite3's; the message survives each layer.
+    message = str(error)
+    return "database is locked" in message or "database table is locked" in message
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]

@@ -1,11 +1,21 @@
-"""Figures logged as MLflow artifacts: learning curves, confusion matrices, feature maps (PNG bytes)."""
+"""Figures logged as MLflow artifacts.
+
+Learning curves and staleness come as matplotlib figures (tracking logs them with MLflow's log_figure);
+confusion matrices and feature maps as PNG bytes, which their jobs hand to tracking or write beside the data.
+"""
 
 from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+DPI = 100  # every PNG, whether rendered here or by MLflow's log_figure
 
 
 def _pyplot():
@@ -17,15 +27,20 @@ def _pyplot():
     return plt
 
 
-def _png(figure) -> bytes:
+def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=100)
-    _pyplot().close(figure)
+    figure.savefig(buffer, format="png", dpi=DPI)
+    close(figure)
     return buffer.getvalue()
 
 
-def learning_curves_png(epochs: Sequence[dict], evaluations: Sequence[dict], target_accuracy: float,
-                        title: str) -> bytes:
+def close(figure: Figure) -> None:
+    """Frees a figure pyplot still holds (a returned figure stays open until its caller closes it)."""
+    _pyplot().close(figure)
+
+
+def learning_curves_figure(epochs: Sequence[dict], evaluations: Sequence[dict], target_accuracy: float,
+                           title: str) -> Figure:
     """Loss per epoch, and accuracy against the training clock (every evaluation, not only epoch ends)."""
     plt = _pyplot()
     figure, (loss_axis, accuracy_axis) = plt.subplots(1, 2, figsize=(11, 4))
@@ -56,7 +71,7 @@ def learning_curves_png(epochs: Sequence[dict], evaluations: Sequence[dict], tar
     accuracy_axis.legend(loc="lower right")
     figure.suptitle(title)
     figure.tight_layout()
-    return _png(figure)
+    return figure
 
 
 def confusion_matrix_png(confusion: np.ndarray, class_names: Sequence[str], title: str) -> bytes:
@@ -81,7 +96,7 @@ def confusion_matrix_png(confusion: np.ndarray, class_names: Sequence[str], titl
     return _png(figure)
 
 
-def staleness_histogram_png(counts: dict[int, int], title: str) -> bytes:
+def staleness_histogram_figure(counts: dict[int, int], title: str) -> Figure:
     """How many server versions arrived between a worker's fetch and its push, over all pushes."""
     plt = _pyplot()
     figure, axis = plt.subplots(figsize=(7, 3.5))
@@ -97,7 +112,7 @@ def staleness_histogram_png(counts: dict[int, int], title: str) -> bytes:
     axis.grid(alpha=0.3, axis="y")
     axis.legend()
     figure.tight_layout()
-    return _png(figure)
+    return figure
 
 
 def feature_maps_png(originals: np.ndarray, augmented: np.ndarray, words: Sequence[str], kind: str) -> bytes:
