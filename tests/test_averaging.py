@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,7 +11,9 @@ from pipeline_data import prepare_datasets
 
 from training import storage
 from training.config import RunSpec
-from training.strategies.averaging import AveragingStrategy, weighted_average
+from training.strategies.averaging import AveragingStrategy, _worker_round, train_in_rounds, weighted_average
+from training.strategies.base import EvaluationSet
+from training.strategies.checkpoints import load_model
 
 
 def test_average_is_the_exact_mean_weighted_by_examples_seen():
@@ -39,9 +42,42 @@ def test_two_workers_average_their_way_to_a_useful_model(spark, tmp_path):
     spec = RunSpec(strategy="averaging", train_limit=1000, test_limit=400, epochs=2, batch_size_per_worker=32,
                    workers_per_node=2, data_root=str(tmp_path / "data"), run_name="averaging")
     prepare_datasets(spark, spec)
-    result = AveragingStrategy().train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(), spark)
+    result = AveragingStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"),
+                                       spec.run_uri(), spark)
     assert [row["epoch"] for row in result.epochs] == [1, 2]
     assert len(result.evaluations) == spec.epochs * spec.evaluations_per_epoch
+    assert result.extra["rounds_per_epoch"] == spec.rounds_per_epoch
     assert result.epochs[-1]["val_accuracy"] > 0.7  # 1,000 images, 2 epochs: far above chance (0.1)
     assert result.metrics["bytes_moved"] > 0
     assert Path(storage.resolve(result.model_uri).path).is_file()
+
+
+def rounds_in_this_process(spec: RunSpec):
+    """Each round's worker tasks run here one after another: the same work as the Spark tasks, without Spark's
+    choice of which Python worker (and so which optimizer state) runs which rank."""
+    def run_round(weights, epoch, round_index):
+        return [result for rank in range(spec.total_workers)
+                for result in _worker_round(iter([rank]), spec.to_mapping(), spec.shards_uri(),
+                                            SimpleNamespace(value=weights), epoch, round_index, threads=1)]
+    return run_round
+
+
+@pytest.mark.spark
+def test_how_often_accuracy_is_measured_does_not_change_what_is_trained(spark, tmp_path):
+    spec = RunSpec(strategy="averaging", train_limit=128, test_limit=40, augment_copies=0, epochs=2,
+                   batch_size_per_worker=16, workers_per_node=2, rounds_per_epoch=2, data_root=str(tmp_path / "data"))
+    prepare_datasets(spark, spec)
+    trained = {}
+    for every in (1, 3):
+        measured = spec.with_changes(evaluations_per_epoch=every, run_name=f"evaluated-{every}-per-epoch")
+        trained[every] = train_in_rounds(measured, EvaluationSet(measured.augmented_uri(), "test"), measured.run_uri(),
+                                         rounds_in_this_process(measured), threads=1)
+    once, thrice = trained[1], trained[3]
+    # Once per epoch: after round 2 of 2. Three points (2/3, 4/3, 2 rounds): after round 1 and after round 2.
+    assert [evaluation["epoch"] for evaluation in once.evaluations] == [1.0, 2.0]
+    assert [evaluation["epoch"] for evaluation in thrice.evaluations] == [0.5, 1.0, 1.5, 2.0]
+    assert once.extra["rounds_per_epoch"] == thrice.extra["rounds_per_epoch"] == 2
+    for first, second in zip(load_model(once.model_uri).get_weights(), load_model(thrice.model_uri).get_weights(),
+                             strict=True):
+        np.testing.assert_array_equal(first, second)
+    assert [row["val_accuracy"] for row in once.epochs] == [row["val_accuracy"] for row in thrice.epochs]

@@ -17,6 +17,7 @@ from training_jobs import kill_job_after_first_checkpoint, retry_job
 from training import storage
 from training.config import RunSpec
 from training.jobs.train import RESULT_FILE
+from training.strategies.base import EvaluationSet
 from training.strategies.downpour import (
     DownpourStrategy,
     Progress,
@@ -40,7 +41,8 @@ def small_spec(spark, tmp_path_factory) -> RunSpec:
 
 def train(spec: RunSpec, spark, run_name: str):
     spec = spec.with_changes(run_name=run_name)
-    return DownpourStrategy().train(spec, spec.shards_uri(), spec.augmented_uri(), spec.run_uri(), spark)
+    return DownpourStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"),
+                                    spec.run_uri(), spark)
 
 
 def test_two_asynchronous_workers_learn_through_the_parameter_server(spark, small_spec):
@@ -137,8 +139,9 @@ def test_server_checkpoint_round_trips_parameters_adagrad_state_and_snapshots(tm
 
 def test_evaluation_points_split_every_epoch_evenly_in_pushed_steps():
     points = evaluation_points(total_steps_per_epoch=10, evaluations_per_epoch=4, first_epoch=1, epochs=3)
-    assert [point.epoch for point in points] == [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 2.75, 3.0]
-    assert [point.steps for point in points] == [2, 5, 8, 10, 12, 15, 18, 20]
+    # Points at 2.5, 5, 7.5 and 10 pushed steps of each epoch, measured after the step they fall in.
+    assert [point.epoch for point in points] == pytest.approx([1.3, 1.5, 1.8, 2.0, 2.3, 2.5, 2.8, 3.0])
+    assert [point.steps for point in points] == [3, 5, 8, 10, 13, 15, 18, 20]
 
 
 def test_a_killed_downpour_job_resumes_from_the_server_checkpoint(small_spec):

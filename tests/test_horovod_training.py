@@ -13,6 +13,7 @@ from training_jobs import kill_job_after_first_checkpoint, retry_job
 from training import storage
 from training.config import RunSpec
 from training.jobs.train import RESULT_FILE, train_run
+from training.strategies.base import EvaluationSet
 from training.strategies.horovod import HorovodStrategy
 
 pytestmark = pytest.mark.spark
@@ -28,7 +29,7 @@ def small_spec(spark, tmp_path_factory) -> RunSpec:
 
 
 def test_two_horovod_ranks_end_with_identical_weights_and_learn(spark, small_spec):
-    result = HorovodStrategy().train(small_spec, small_spec.shards_uri(), small_spec.augmented_uri(),
+    result = HorovodStrategy().train(small_spec, small_spec.shards_uri(), EvaluationSet(small_spec.augmented_uri()),
                                      storage.join(small_spec.run_uri(), "direct"), spark)
     digests = result.extra["weights_sha256_per_rank"]
     assert len(digests) == 2

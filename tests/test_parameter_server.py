@@ -1,4 +1,5 @@
-"""Parameter-server shards (Adagrad, SGD, sharding) and the authenticated wire format."""
+"""Parameter-server shards (Adagrad, SGD, sharding, clipping, refusing non-finite updates) and the authenticated
+wire format (sequence numbers against replays)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,14 @@ import numpy as np
 import pytest
 
 from training.strategies.parameter_server import protocol
-from training.strategies.parameter_server.protocol import Kind, Message, ProtocolError
-from training.strategies.parameter_server.shards import ParameterShard, shard_boundaries
+from training.strategies.parameter_server.protocol import (
+    Kind,
+    Message,
+    ProtocolError,
+    SequenceCheck,
+    StaleSequenceError,
+)
+from training.strategies.parameter_server.shards import NonFiniteError, ParameterShard, clip_push, shard_boundaries
 
 SECRET = b"job-secret"
 
@@ -78,12 +85,13 @@ def test_bad_server_settings_are_rejected():
 
 def frame(kind: Kind = Kind.PUSH, shard: int = 1, values=(1.0, 2.0, 3.0), secret: bytes = SECRET) -> bytes:
     return protocol.encode(Message(kind, shard, worker=4, clock=7, payload=protocol.float_payload(
-        np.array(values)), steps=16), secret)
+        np.array(values)), steps=16, sequence=2**40 + 3), secret)
 
 
 def test_a_message_round_trips_with_raw_float32_values():
     message = protocol.decode(frame(), SECRET, num_shards=2)
-    assert (message.kind, message.shard, message.worker, message.clock, message.steps) == (Kind.PUSH, 1, 4, 7, 16)
+    assert (message.kind, message.shard, message.worker, message.clock, message.steps, message.sequence) == \
+        (Kind.PUSH, 1, 4, 7, 16, 2**40 + 3)
     assert message.values().tolist() == [1.0, 2.0, 3.0]
 
 
@@ -96,6 +104,7 @@ def test_a_message_round_trips_with_raw_float32_values():
         (lambda: frame()[:-5], "length field says 12 payload bytes"),
         (lambda: frame(shard=5), "shard 5 out of range"),
         (lambda: frame()[:5] + bytes([99]) + frame()[6:], "unknown message kind 99"),
+        (lambda: frame()[:4] + bytes([2]) + frame()[5:40], "protocol version 2, this side speaks 3"),
     ],
 )
 def test_malformed_or_unauthenticated_messages_are_rejected(make_frame, reason):
@@ -105,6 +114,95 @@ def test_malformed_or_unauthenticated_messages_are_rejected(make_frame, reason):
 
 def test_an_oversized_length_is_rejected_before_reading_the_payload():
     header = protocol.HEADER.pack(protocol.MAGIC, protocol.VERSION, int(Kind.PUSH), protocol.FLOAT32, 0, 0, 0, 1,
-                                  2**40)
+                                  1, 2**40)
     with pytest.raises(ProtocolError, match="exceeds the limit"):
         protocol.decode(header + bytes(protocol.TAG_BYTES), SECRET, num_shards=1, max_payload_bytes=1024)
+
+
+def test_sequence_numbers_must_grow_per_worker():
+    check = SequenceCheck()
+    check.admit(Message(Kind.PUSH, 0, worker=0, clock=0, sequence=10))
+    check.admit(Message(Kind.PUSH, 0, worker=1, clock=0, sequence=3))  # another worker counts on its own
+    for worker, sequence in [(0, 10), (0, 9), (1, 3)]:
+        with pytest.raises(StaleSequenceError, match=f"sequence number {sequence} from worker {worker} is not newer"):
+            check.admit(Message(Kind.FETCH, 0, worker=worker, clock=0, sequence=sequence))
+    check.admit(Message(Kind.FETCH, 0, worker=0, clock=0, sequence=11))
+
+
+def test_clip_push_caps_the_norm_per_accumulated_step():
+    gradient = np.array([3.0, 4.0], np.float32)  # norm 5
+    clipped, was_clipped = clip_push(gradient, steps=2, max_norm=1.0)  # limit 2: scale by 2/5
+    assert was_clipped and clipped.dtype == np.float32
+    assert clipped.tolist() == pytest.approx([1.2, 1.6])
+    assert clip_push(gradient, steps=5, max_norm=1.0) == (gradient, False)  # norm 5 <= 5 × 1
+    assert clip_push(gradient, steps=1, max_norm=0.0) == (gradient, False)  # 0: never
+
+
+@pytest.mark.parametrize("value", [1e20, 2e19, np.finfo(np.float32).max])
+def test_clip_push_of_values_whose_squares_overflow_float32_is_finite(value):
+    gradient = np.array([value, -value, 1.0], np.float32)
+    with np.errstate(over="raise"):
+        clipped, was_clipped = clip_push(gradient, steps=4, max_norm=100.0)
+    assert was_clipped and np.isfinite(clipped).all()
+    assert np.linalg.norm(clipped.astype(np.float64)) == pytest.approx(400.0, rel=1e-6)
+
+
+def test_adagrad_after_clipping_stays_finite_and_steps_at_most_the_learning_rate():
+    shard = ParameterShard(np.zeros(3), "adagrad", learning_rate=0.1)
+    for _ in range(1000):
+        shard.apply(clip_push(np.array([1e20, -3e38, 2e19], np.float32), steps=4, max_norm=100.0)[0])
+    parameters, version = shard.snapshot()
+    assert version == 1000
+    assert np.isfinite(parameters).all() and np.isfinite(shard.accumulator).all()
+    assert np.all(np.abs(parameters) <= 0.1 * 1000)  # Adagrad: |step| = lr·|g|/sqrt(0.1 + Σg²) < lr
+    shard.apply(np.array([0.0, 1.0, 0.0]))  # not frozen: a small gradient still moves the parameter
+    assert shard.snapshot()[0][1] < parameters[1]
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "initial", "gradient", "reason"),
+    [
+        ("adagrad", 0.0, math.nan, "1 NaN or ±Inf value"),
+        ("adagrad", 0.0, math.inf, "1 NaN or ±Inf value"),
+        ("adagrad", 0.0, -math.inf, "1 NaN or ±Inf value"),
+        ("adagrad", 0.0, 2e19, "would overflow float32"),  # finite, but its square is not (unclipped)
+        ("sgd", 3e38, -1e38, "would overflow float32"),  # 3e38 + 0.5·1e38 > float32 max
+    ],
+)
+def test_a_non_finite_gradient_or_update_is_refused_and_changes_nothing(optimizer, initial, gradient, reason):
+    shard = ParameterShard(np.array([initial, 1.0]), optimizer, learning_rate=0.5)
+    before = shard.state()
+    with pytest.raises(NonFiniteError, match=reason):
+        shard.apply(np.array([gradient, 0.5], np.float32))
+    after = shard.state()
+    assert after.keys() == before.keys() and all(np.array_equal(after[key], before[key]) for key in before)
+    assert after["version"] == 0
+
+
+def test_a_checkpoint_with_non_finite_values_is_not_restored():
+    shard = ParameterShard(np.ones(2), "adagrad")
+    with pytest.raises(NonFiniteError, match="checkpoint accumulator"):
+        shard.restore({"parameters": np.ones(2), "accumulator": np.array([0.1, np.inf]), "version": 3})
+    assert shard.snapshot()[1] == 0
+
+
+@pytest.mark.parametrize("optimizer", ["adagrad", "sgd"])
+def test_the_workers_keras_step_and_the_servers_numpy_step_agree_step_for_step(optimizer):
+    import tensorflow as tf
+
+    from training.strategies.downpour_worker import make_local_optimizer
+
+    rng = np.random.default_rng(7)
+    initial = rng.normal(size=257).astype(np.float32)
+    gradients = [rng.normal(scale=scale, size=257).astype(np.float32) for scale in (0.1, 1.0, 3.0, 0.01, 0.5, 2.0)]
+    server = ParameterShard(initial, optimizer, learning_rate=0.1)  # the server's own initial accumulator
+    variable = tf.Variable(initial)
+    local = make_local_optimizer(optimizer, 0.1)
+    for step, gradient in enumerate(gradients, start=1):
+        server.apply(gradient)
+        local.apply_gradients([(tf.constant(gradient), variable)])
+        np.testing.assert_allclose(variable.numpy(), server.snapshot()[0], rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{optimizer}, step {step}")
+    if optimizer == "adagrad":
+        accumulator = local.get_slot(variable, "accumulator").numpy()
+        np.testing.assert_allclose(accumulator, server.state()["accumulator"], rtol=1e-6)

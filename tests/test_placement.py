@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import textwrap
 from types import SimpleNamespace
 
 import pytest
 
 from training.config import RunSpec
-from training.strategies.placement import cores_per_node, driver_host, threads_per_worker
+from training.strategies.placement import (
+    configure_tensorflow_threads,
+    cores_per_node,
+    driver_host,
+    threads_per_worker,
+)
 
 
 def cluster_session(executor_cores: str, driver: str = "edge-node-1") -> SimpleNamespace:
@@ -37,3 +45,26 @@ def test_on_a_cluster_a_node_has_its_executors_cores_shared_by_its_workers():
 def test_threads_per_worker_is_never_zero_and_an_explicit_value_wins():
     assert threads_per_worker(RunSpec(workers_per_node=4), node_cores=2) == 1
     assert threads_per_worker(RunSpec(workers_per_node=2, threads_per_worker=3), node_cores=2) == 3
+
+
+def test_tensorflow_threads_are_sized_once_per_process_and_later_requests_keep_the_first():
+    # A fresh process: TensorFlow's pools in this one may already be initialised by other tests.
+    script = textwrap.dedent("""
+        import tensorflow as tf
+        from training.strategies.placement import configure_tensorflow_threads
+        first = configure_tensorflow_threads(2)
+        again = configure_tensorflow_threads(2)
+        tf.constant(1.0) + 1.0  # TensorFlow initialises its pools here
+        same = configure_tensorflow_threads(2)
+        other = configure_tensorflow_threads(3)
+        print(first, again, same, other, tf.config.threading.get_inter_op_parallelism_threads())
+    """)
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, check=True)
+    assert completed.stdout.split() == ["2", "2", "2", "2", "1"]
+    assert "3 requested are ignored" in completed.stderr
+
+
+def test_a_worker_needs_at_least_one_thread():
+    with pytest.raises(ValueError, match="≥ 1 thread"):
+        configure_tensorflow_threads(0)

@@ -48,6 +48,7 @@ def test_features_keep_every_clip_augment_only_training_and_match_the_direct_com
 
 def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_path):
     from training.strategies.averaging import AveragingStrategy
+    from training.strategies.base import EvaluationSet
 
     spec = RunSpec(workload="kws_densenet_bilstm", strategy="averaging", nodes=1, workers_per_node=2, epochs=1,
                    batch_size_per_worker=16, augment_copies=1, features="mfcc", evaluations_per_epoch=1,
@@ -58,7 +59,8 @@ def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_p
     assert sum(shard["rows"] for shard in shards["shards"]) == features["splits"]["train"]["rows"]
     batch = sharding.read_worker_images(shards["uri"], 0, 2)
     assert batch.images.shape[1:] == tuple(feature_shape("mfcc")) and batch.images.dtype == np.float16
-    result = AveragingStrategy().train(spec, shards["uri"], features["uri"], spec.run_uri(), spark)
+    result = AveragingStrategy().train(spec, shards["uri"], EvaluationSet(features["uri"], "test"), spec.run_uri(),
+                                       spark)
     assert result.total_workers == 2 and len(result.epochs) == 1
     assert np.isfinite(result.epochs[-1]["train_loss"])
 

@@ -5,6 +5,11 @@ weighted by the examples each worker saw, then broadcasts the average again.
 Weighting by examples seen matters when shards differ in size: Elephas' synchronous mode divides by the wrong
 count. Only weights travel: each worker's optimizer state stays in its Spark Python worker between rounds (a
 rescheduled task starts with a fresh one), as in local-SGD model averaging.
+
+What is trained and what is measured are separate settings: an epoch is ``rounds_per_epoch`` rounds, each on the
+next 1/rounds_per_epoch of every worker's reshuffled shard, whatever ``evaluations_per_epoch`` says. Accuracy is
+measured after the round in which each of the ``evaluations_per_epoch`` evenly spaced points falls
+(``bookkeeping.evaluation_schedule``), so the last round of every epoch is always evaluated.
 """
 
 from __future__ import annotations
@@ -12,13 +17,14 @@ from __future__ import annotations
 import functools
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from training.strategies.base import TrainingResult
-from training.strategies.placement import cores_per_node, threads_per_worker
+from training.strategies import bookkeeping
+from training.strategies.base import EvaluationSet, TrainingResult
+from training.strategies.placement import configure_tensorflow_threads, cores_per_node, threads_per_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -26,6 +32,9 @@ if TYPE_CHECKING:
     from training.config import RunSpec
 
 log = logging.getLogger(__name__)
+
+# (weights, epoch, round index) → one result per worker: {"rank", "weights", "examples", "loss", "accuracy", …}
+RoundRunner = Callable[[list[np.ndarray], int, int], list[dict[str, Any]]]
 
 
 def weighted_average(weight_sets: Sequence[Sequence[np.ndarray]], examples_seen: Sequence[int]) -> list[np.ndarray]:
@@ -47,7 +56,6 @@ def weighted_average(weight_sets: Sequence[Sequence[np.ndarray]], examples_seen:
 # Keyed by the whole run specification, so a later run in the same process never inherits another run's model,
 # learning rate or optimizer state.
 _worker_state: dict[tuple[str, int], Any] = {}
-_threads_configured: list[int] = []
 
 
 def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shards_uri: str, weights: Any,
@@ -63,11 +71,8 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
     for rank in partitions:
         key = (f"{spec.to_json()}|{shards_uri}", rank)
         if key not in _worker_state:
-            if not _threads_configured:  # TensorFlow's pools can only be sized before first use in a process
-                tf.config.threading.set_intra_op_parallelism_threads(threads)
-                tf.config.threading.set_inter_op_parallelism_threads(1)
-                tf.get_logger().setLevel("ERROR")
-                _threads_configured.append(threads)
+            configure_tensorflow_threads(threads)
+            tf.get_logger().setLevel("ERROR")
             for stale in [other for other in _worker_state if other[0] != key[0]]:
                 del _worker_state[stale]  # another run's model and data: free them
             workload = workload_for(spec)
@@ -79,9 +84,11 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
         workload, images, labels, model = _worker_state[key]
         # This round's part of the shard, from an order reshuffled every epoch.
         order = np.random.default_rng([spec.seed, rank, epoch]).permutation(len(labels))
-        part = np.array_split(order, spec.evaluations_per_epoch)[round_index]
+        part = np.array_split(order, spec.rounds_per_epoch)[round_index]
         steps = len(part) // spec.batch_size_per_worker
         model.set_weights(weights.value)
+        # Dropout draws and the shuffle follow the round, not whatever this Python worker ran before.
+        tf.keras.utils.set_random_seed(_round_seed(spec.seed, rank, epoch, round_index))
         started = time.perf_counter()
         history = model.fit(training_dataset(images[part], labels[part], spec.batch_size_per_worker,
                                              seed=spec.seed + rank + epoch), epochs=1, steps_per_epoch=steps,
@@ -91,80 +98,92 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
                "seconds": time.perf_counter() - started}
 
 
+def _round_seed(seed: int, rank: int, epoch: int, round_index: int) -> int:
+    return int(np.random.SeedSequence([seed, rank, epoch, round_index]).generate_state(1)[0])
+
+
+def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_round: RoundRunner,
+                    threads: int) -> TrainingResult:
+    """The driver's loop: rounds of ``run_round`` (Spark tasks, in production) and averaging, evaluated on the
+    schedule, checkpointed after every epoch."""
+    import tensorflow as tf
+
+    from training.strategies.checkpoints import CheckpointStore, save_model
+    from training.strategies.evaluation_clock import correct_predictions
+    from training.workloads import workload_for
+
+    started = time.perf_counter()
+    workload = workload_for(spec)
+    tf.keras.utils.set_random_seed(spec.seed)  # the initial weights every worker starts from
+    model = workload.build_model()
+    test_images, test_labels = evaluation.load(workload)
+    checkpoints = CheckpointStore(run_uri)
+    checkpoint = tf.train.Checkpoint(model=model)
+    resumed_from = checkpoints.latest_epoch()
+    history = {"epochs": [], "evaluations": [], "training_seconds": 0.0, "bytes_moved": 0}
+    if resumed_from:
+        history = {**history, **checkpoints.restore(resumed_from, checkpoint)}
+        log.info("resuming after epoch %d from %s", resumed_from, checkpoints.where.uri)
+    weights = model.get_weights()
+    weight_bytes = sum(tensor.nbytes for tensor in weights)
+    evaluated_rounds = set(bookkeeping.evaluation_schedule(spec.rounds_per_epoch, spec.evaluations_per_epoch))
+    clock = history["training_seconds"]
+    for epoch in range(resumed_from, spec.epochs):
+        epoch_seconds, examples = 0.0, 0
+        losses, accuracies, counts_seen = [], [], []
+        for round_index in range(spec.rounds_per_epoch):
+            round_started = time.perf_counter()
+            results = run_round(weights, epoch, round_index)
+            counts = [result["examples"] for result in results]
+            weights = weighted_average([result["weights"] for result in results], counts)
+            seconds = time.perf_counter() - round_started
+            epoch_seconds += seconds
+            clock += seconds
+            examples += sum(counts)
+            losses += [result["loss"] for result in results]
+            accuracies += [result["accuracy"] for result in results]
+            counts_seen += counts
+            history["bytes_moved"] += 2 * weight_bytes * spec.total_workers  # broadcast down, results up
+            model.set_weights(weights)
+            if round_index + 1 in evaluated_rounds:
+                accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
+                history["evaluations"].append(
+                    bookkeeping.evaluation(clock, epoch + (round_index + 1) / spec.rounds_per_epoch, accuracy))
+        row = bookkeeping.epoch_row(epoch + 1, bookkeeping.weighted_mean(losses, counts_seen),
+                                    bookkeeping.weighted_mean(accuracies, counts_seen),
+                                    history["evaluations"][-1]["val_accuracy"], epoch_seconds, examples)
+        history["epochs"].append(row)
+        history["training_seconds"] = clock
+        log.info("[averaging] %s", bookkeeping.describe_epoch(row, spec.epochs))
+        checkpoints.save(epoch + 1, checkpoint, history)
+    return TrainingResult(
+        epochs=history["epochs"], evaluations=history["evaluations"],
+        wall_seconds=time.perf_counter() - started, training_seconds=history["training_seconds"],
+        time_to_target_seconds=bookkeeping.time_to_target(history["evaluations"], spec.target_accuracy),
+        model_uri=save_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
+        extra={"threads_per_worker": threads, "rounds_per_epoch": spec.rounds_per_epoch},
+        metrics={"bytes_moved": history["bytes_moved"]},
+    )
+
+
 class AveragingStrategy:
     """Synchronous rounds of local training + example-weighted averaging, on plain Spark tasks."""
 
     name = "averaging"
 
-    def train(self, spec: RunSpec, shards_uri: str, test_uri: str, run_uri: str,
+    def train(self, spec: RunSpec, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
               spark: SparkSession) -> TrainingResult:
-        import tensorflow as tf
-
-        from training.strategies.checkpoints import CheckpointStore, save_model
-        from training.strategies.evaluation_clock import correct_predictions
-        from training.workloads import workload_for
-
-        started = time.perf_counter()
-        workload = workload_for(spec)
-        model = workload.build_model()
-        test_images, test_labels = workload.load_test(test_uri)
-        checkpoints = CheckpointStore(run_uri)
-        checkpoint = tf.train.Checkpoint(model=model)
-        resumed_from = checkpoints.latest_epoch()
-        history = {"epochs": [], "evaluations": [], "training_seconds": 0.0, "time_to_target_seconds": None,
-                   "bytes_moved": 0}
-        if resumed_from:
-            history = {**history, **checkpoints.restore(resumed_from, checkpoint)}
-            log.info("resuming after epoch %d from %s", resumed_from, checkpoints.where.uri)
-        weights = model.get_weights()
-        weight_bytes = sum(tensor.nbytes for tensor in weights)
         threads = threads_per_worker(spec, cores_per_node(spark, spec))
         context = spark.sparkContext
-        clock = history["training_seconds"]
-        for epoch in range(resumed_from, spec.epochs):
-            epoch_seconds, examples, losses, accuracies = 0.0, 0, [], []
-            for round_index in range(spec.evaluations_per_epoch):
-                round_started = time.perf_counter()
-                broadcast = context.broadcast(weights)
-                task = functools.partial(_worker_round, spec_mapping=spec.to_mapping(), shards_uri=shards_uri,
-                                         weights=broadcast, epoch=epoch, round_index=round_index, threads=threads)
-                results = context.parallelize(range(spec.total_workers), spec.total_workers) \
-                    .mapPartitions(task).collect()
+
+        def spark_round(weights: list[np.ndarray], epoch: int, round_index: int) -> list[dict[str, Any]]:
+            broadcast = context.broadcast(weights)
+            task = functools.partial(_worker_round, spec_mapping=spec.to_mapping(), shards_uri=shards_uri,
+                                     weights=broadcast, epoch=epoch, round_index=round_index, threads=threads)
+            try:
+                return context.parallelize(range(spec.total_workers), spec.total_workers).mapPartitions(task) \
+                    .collect()
+            finally:
                 broadcast.unpersist()
-                counts = [result["examples"] for result in results]
-                weights = weighted_average([result["weights"] for result in results], counts)
-                seconds = time.perf_counter() - round_started
-                epoch_seconds += seconds
-                clock += seconds
-                examples += sum(counts)
-                losses += [(result["loss"], result["examples"]) for result in results]
-                accuracies += [(result["accuracy"], result["examples"]) for result in results]
-                history["bytes_moved"] += 2 * weight_bytes * spec.total_workers  # broadcast down, results up
-                model.set_weights(weights)
-                accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
-                history["evaluations"].append({"train_seconds": clock, "val_accuracy": accuracy,
-                                               "epoch": epoch + (round_index + 1) / spec.evaluations_per_epoch})
-                if history["time_to_target_seconds"] is None and accuracy >= spec.target_accuracy:
-                    history["time_to_target_seconds"] = clock
-            row = {"epoch": epoch + 1, "train_loss": _weighted_mean(losses),
-                   "train_accuracy": _weighted_mean(accuracies), "val_accuracy": accuracy,
-                   "epoch_seconds": epoch_seconds, "samples_per_second": examples / epoch_seconds}
-            history["epochs"].append(row)
-            history["training_seconds"] = clock
-            log.info("[averaging] epoch %d/%d: loss %.4f accuracy %.4f val_accuracy %.4f %.1f s %.0f samples/s",
-                     epoch + 1, spec.epochs, row["train_loss"], row["train_accuracy"], row["val_accuracy"],
-                     epoch_seconds, row["samples_per_second"])
-            checkpoints.save(epoch + 1, checkpoint, history)
-        return TrainingResult(
-            epochs=history["epochs"], evaluations=history["evaluations"],
-            wall_seconds=time.perf_counter() - started, training_seconds=history["training_seconds"],
-            time_to_target_seconds=history["time_to_target_seconds"], model_uri=save_model(run_uri, model),
-            total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
-            extra={"threads_per_worker": threads, "rounds_per_epoch": spec.evaluations_per_epoch},
-            metrics={"bytes_moved": history["bytes_moved"]},
-        )
 
-
-def _weighted_mean(values_and_weights: list[tuple[float, int]]) -> float:
-    total = sum(weight for _, weight in values_and_weights)
-    return sum(value * weight for value, weight in values_and_weights) / total
+        return train_in_rounds(spec, evaluation, run_uri, spark_round, threads)

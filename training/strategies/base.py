@@ -6,9 +6,22 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import numpy as np
     from pyspark.sql import SparkSession
 
     from training.config import RunSpec
+
+
+@dataclass(frozen=True)
+class EvaluationSet:
+    """What a strategy measures val_accuracy on: one split of a dataset, read through the workload."""
+
+    dataset_uri: str
+    split: str = "test"
+
+    def load(self, workload: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(inputs, labels) in the model's layout, from the workload ``training.workloads.workload_for`` returned."""
+        return workload.load_split(self.dataset_uri, self.split)
 
 
 @dataclass
@@ -35,9 +48,10 @@ class TrainingResult:
 
 
 class Strategy(Protocol):
-    """Trains ``spec.workload`` on the shards at ``shards_uri`` with ``spec.total_workers`` workers."""
+    """Trains ``spec.workload`` on the shards at ``shards_uri`` with ``spec.total_workers`` workers, measuring
+    accuracy on ``evaluation`` as it goes; checkpoints and the final model go under ``run_uri``."""
 
     name: str
 
-    def train(self, spec: RunSpec, shards_uri: str, test_uri: str, run_uri: str,
+    def train(self, spec: RunSpec, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
               spark: SparkSession) -> TrainingResult: ...

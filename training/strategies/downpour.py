@@ -5,10 +5,11 @@ Each barrier task runs its worker as a child process (training.strategies.downpo
 dies only loses itself: the task reports it, the others finish, and the run records the loss. The server lives
 in the driver (see parameter_server/server.py for the trade-off) and stops when training ends or fails.
 
-Progress is counted on the server: once the pushed steps of all workers add up to an evaluation point (an
-``evaluations_per_epoch``-th of an epoch), a monitor thread snapshots the server's parameters on the training
-clock; the snapshots are evaluated after training, so evaluation never steals the workers' CPU. At every epoch
-end the monitor checkpoints parameters, Adagrad state and the snapshots; a restarted job resumes from there.
+Progress is counted on the server: once the pushed steps of all workers add up to an evaluation point
+(``bookkeeping.evaluation_schedule``, counted in pushed steps), a monitor thread snapshots the server's parameters
+on the training clock; the snapshots are evaluated after training, so evaluation never steals the workers' CPU. At
+every epoch end the monitor checkpoints parameters, Adagrad state and the snapshots; a restarted job resumes from
+there.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from training import sharding, storage
-from training.strategies.base import TrainingResult
+from training.strategies import bookkeeping
+from training.strategies.base import EvaluationSet, TrainingResult
 from training.strategies.placement import cores_per_node, driver_host, threads_per_worker, worker_environment
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ def run_worker_process(partitions: Iterator[int], jobs: list[dict[str, Any]]) ->
 
 @dataclass
 class EvaluationPoint:
-    epoch: float  # e.g. 2.25: a quarter into the third epoch
+    epoch: float  # e.g. 2.25: a quarter into the third epoch; a whole number at an epoch's end
     steps: int  # pushed steps (all workers together) since this job started, that complete the point
     train_seconds: float | None = None
     accuracy: float | None = None
@@ -121,11 +123,9 @@ class ServerCheckpoint:
 class ProgressMonitor(threading.Thread):
     """Watches the server's applied steps: snapshots at evaluation points, checkpoints at epoch ends."""
 
-    def __init__(self, server: ParameterServer, progress: Progress, evaluations_per_epoch: int,
-                 on_epoch_end: Callable[[int], None]) -> None:
+    def __init__(self, server: ParameterServer, progress: Progress, on_epoch_end: Callable[[int], None]) -> None:
         super().__init__(name="downpour-monitor", daemon=True)
         self.server, self.progress = server, progress
-        self.evaluations_per_epoch = evaluations_per_epoch
         self.on_epoch_end = on_epoch_end
         self.error: BaseException | None = None
         self._stop_event = threading.Event()
@@ -151,7 +151,7 @@ class ProgressMonitor(threading.Thread):
                 return
             point.train_seconds = self.clock()
             self.progress.snapshots.append(self.server.parameters())
-            if len(self.progress.snapshots) % self.evaluations_per_epoch == 0:
+            if bookkeeping.ends_epoch(point.epoch):
                 self.on_epoch_end(round(point.epoch))
 
     def stop(self) -> float:
@@ -167,14 +167,9 @@ class ProgressMonitor(threading.Thread):
 
 def evaluation_points(total_steps_per_epoch: int, evaluations_per_epoch: int, first_epoch: int,
                       epochs: int) -> list[EvaluationPoint]:
-    """Points at every evaluations_per_epoch-th of an epoch, counted in pushed steps from ``first_epoch`` on."""
-    points = []
-    for epoch in range(first_epoch, epochs):
-        for part in range(1, evaluations_per_epoch + 1):
-            steps = (epoch - first_epoch) * total_steps_per_epoch \
-                + round(part * total_steps_per_epoch / evaluations_per_epoch)
-            points.append(EvaluationPoint(epoch=epoch + part / evaluations_per_epoch, steps=steps))
-    return points
+    """The evaluation schedule in pushed steps (all workers together), counted from ``first_epoch`` on."""
+    return [EvaluationPoint(epoch=position, steps=steps) for position, steps in bookkeeping.evaluation_positions(
+        total_steps_per_epoch, evaluations_per_epoch, first_epoch, epochs)]
 
 
 # --- The strategy ------------------------------------------------------------------------------------------------
@@ -202,7 +197,7 @@ class DownpourStrategy:
 
     name = "downpour"
 
-    def train(self, spec: RunSpec, shards_uri: str, test_uri: str, run_uri: str,
+    def train(self, spec: RunSpec, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
               spark: SparkSession) -> TrainingResult:
         from training.strategies.checkpoints import CheckpointStore, save_model
         from training.strategies.evaluation_clock import correct_predictions
@@ -227,7 +222,8 @@ class DownpourStrategy:
         secret = secrets.token_bytes(32)  # per job: only this job's workers can fetch or push
 
         with ParameterServer(flatten(template), spec.ps_shards, secret, spec.server_optimizer,
-                             spec.server_learning_rate, host=driver_host(spark)) as server:
+                             spec.server_learning_rate, host=driver_host(spark), max_push_norm=spec.max_push_norm,
+                             max_steps_per_push=spec.n_push) as server:
             progress = Progress(points=evaluation_points(total_steps, spec.evaluations_per_epoch, 0, spec.epochs))
             state = ServerCheckpoint(server, progress)
             statistics_before: dict[str, Any] = {}
@@ -248,7 +244,7 @@ class DownpourStrategy:
                 log.info("[downpour] epoch %d/%d pushed by all workers at %.1f s; checkpoint saved", epoch,
                          spec.epochs, history["training_seconds"])
 
-            monitor = ProgressMonitor(server, progress, spec.evaluations_per_epoch, on_epoch_end)
+            monitor = ProgressMonitor(server, progress, on_epoch_end)
             job = {"spec": spec.to_mapping(), "shards_uri": shards_uri, "addresses": server.addresses,
                    "bounds": server.bounds, "secret": secret.hex(), "threads": threads_per_worker(spec, node_cores),
                    "start_epoch": resumed_from, "timeout_seconds": CALL_TIMEOUT_SECONDS, "wait_for_version": 0}
@@ -272,7 +268,7 @@ class DownpourStrategy:
         if outcomes and len(lost) == len(outcomes):
             raise RuntimeError(f"all {len(outcomes)} Downpour workers failed; the first said:\n{lost[0]['log_tail']}")
 
-        test_images, test_labels = workload.load_test(test_uri)
+        test_images, test_labels = evaluation.load(workload)
         reached = progress.reached()
         for point, snapshot in zip(reached, progress.snapshots, strict=True):
             model.set_weights(unflatten(snapshot, template))
@@ -281,10 +277,8 @@ class DownpourStrategy:
         final_accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
         epochs = _epoch_rows(spec, reached, outcomes, total_steps, training_seconds, final_accuracy,
                              server_steps=statistics["steps_applied"], first_epoch=resumed_from)
-        evaluations = [{"train_seconds": point.train_seconds, "epoch": point.epoch, "val_accuracy": point.accuracy}
-                       for point in reached]
-        time_to_target = next((point.train_seconds for point in reached
-                               if point.accuracy >= spec.target_accuracy), None)
+        evaluations = [bookkeeping.evaluation(point.train_seconds, point.epoch, point.accuracy) for point in reached]
+        time_to_target = bookkeeping.time_to_target(evaluations, spec.target_accuracy)
         metrics, extra = _observations(statistics, outcomes, lost)
         log.info("[downpour] %d pushes, %d fetches, %.1f MB moved, staleness mean %.2f max %d, %d worker(s) lost",
                  statistics["pushes"], statistics["fetches"], metrics["bytes_moved"] / 1e6, metrics["staleness_mean"],
@@ -321,6 +315,8 @@ def _combined_statistics(before: dict[str, Any], server: ParameterServer) -> dic
     return {"fetches": before.get("fetches", 0) + current.fetches,
             "pushes": before.get("pushes", 0) + current.pushes,
             "rejected": before.get("rejected", 0) + current.rejected,
+            "non_finite_pushes": before.get("non_finite_pushes", 0) + current.non_finite_pushes,
+            "clipped_pushes": before.get("clipped_pushes", 0) + current.clipped_pushes,
             "bytes_moved": before.get("bytes_moved", 0) + current.bytes_in + current.bytes_out,
             "steps_applied": server.steps_applied(),
             "staleness": {str(value): count for value, count in sorted(staleness.items())}}
@@ -334,7 +330,8 @@ def _observations(statistics: dict[str, Any], outcomes: list[dict], lost: list[d
     busy = [sum(row["seconds"] for row in outcome["epochs"]) for outcome in outcomes if outcome["totals"]]
     metrics = {
         "pushes": statistics["pushes"], "fetches": statistics["fetches"], "bytes_moved": statistics["bytes_moved"],
-        "rejected_messages": statistics["rejected"],
+        "rejected_messages": statistics["rejected"], "non_finite_pushes": statistics["non_finite_pushes"],
+        "clipped_pushes": statistics["clipped_pushes"],
         "staleness_mean": sum(value * count for value, count in counts.items()) / pushes if pushes else 0.0,
         "staleness_max": max(counts, default=0), "lost_workers": len(lost),
     }
@@ -351,7 +348,7 @@ def _epoch_rows(spec: RunSpec, reached: list[EvaluationPoint], outcomes: list[di
                 first_epoch: int) -> list[dict[str, Any]]:
     """Shared per-epoch metrics: an epoch ends when all workers' pushed steps complete it; train loss and
     accuracy are the workers' own, weighted by examples (unknown for epochs of an earlier attempt)."""
-    ends = [point for point in reached if abs(point.epoch - round(point.epoch)) < 1e-9]
+    ends = [point for point in reached if bookkeeping.ends_epoch(point.epoch)]
     rows, previous_clock = [], 0.0
     for point in ends:
         rows.append(_row(round(point.epoch), outcomes, total_steps * spec.batch_size_per_worker,
@@ -369,9 +366,7 @@ def _epoch_rows(spec: RunSpec, reached: list[EvaluationPoint], outcomes: list[di
 
 def _row(epoch: int, outcomes: list[dict], samples: int, seconds: float, accuracy: float) -> dict[str, Any]:
     reports = [row for outcome in outcomes for row in outcome["epochs"] if row["epoch"] == epoch]
-    examples = sum(row["examples"] for row in reports)
-    return {"epoch": epoch,
-            "train_loss": sum(row["train_loss"] * row["examples"] for row in reports) / examples if examples else None,
-            "train_accuracy": sum(row["train_accuracy"] * row["examples"] for row in reports) / examples
-            if examples else None,
-            "val_accuracy": accuracy, "epoch_seconds": seconds, "samples_per_second": samples / seconds}
+    examples = [row["examples"] for row in reports]
+    return bookkeeping.epoch_row(epoch, bookkeeping.weighted_mean([row["train_loss"] for row in reports], examples),
+                                 bookkeeping.weighted_mean([row["train_accuracy"] for row in reports], examples),
+                                 accuracy, seconds, samples)

@@ -4,7 +4,8 @@ barrier task, that trains on its shard and talks only to the parameter server.
 Every ``n_fetch`` steps it replaces its parameters with the server's; every step it computes a gradient, adds it
 to an accumulator and takes a local step; every ``n_push`` steps it pushes the accumulated gradient. It never
 waits for another worker. Being a child process lets the Spark task outlive it: a worker that dies is recorded
-as lost while the others finish.
+as lost while the others finish. A push the server refuses (or a gradient with NaN or ±Inf, which is never
+sent) stops the worker with the reason as its last line, and the run records it as lost.
 
     python -m training.strategies.downpour_worker --rank 0 --report /tmp/report.jsonl < job.json
 
@@ -28,6 +29,9 @@ from typing import Any
 import numpy as np
 
 PR_SET_PDEATHSIG = 1
+# The server's Adagrad starts every accumulator here too (ParameterShard's default); a test checks that the local
+# optimizer and the server's agree step for step.
+INITIAL_ACCUMULATOR = 0.1
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -58,11 +62,11 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     from training.config import RunSpec
     from training.strategies.input_pipeline import training_dataset
     from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
+    from training.strategies.placement import configure_tensorflow_threads
     from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(job["spec"])
-    tf.config.threading.set_intra_op_parallelism_threads(job["threads"])
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    configure_tensorflow_threads(job["threads"])
     tf.get_logger().setLevel("ERROR")
     tf.keras.utils.set_random_seed(spec.seed + rank)
 
@@ -79,11 +83,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     variables = model.trainable_variables
     sizes = [int(np.prod(variable.shape)) for variable in variables]
     loss_function = workload.make_loss()
-    # The local step between pushes uses the server's rule and rate, so local and server steps have one scale.
-    if spec.server_optimizer == "adagrad":
-        local_optimizer = tf.keras.optimizers.legacy.Adagrad(spec.server_learning_rate, initial_accumulator_value=0.1)
-    else:
-        local_optimizer = tf.keras.optimizers.legacy.SGD(spec.server_learning_rate)
+    local_optimizer = make_local_optimizer(spec.server_optimizer, spec.server_learning_rate)
     accumulated = [tf.Variable(tf.zeros_like(variable), trainable=False) for variable in variables]
 
     @tf.function
@@ -183,6 +183,18 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     return totals
 
 
+def make_local_optimizer(server_optimizer: str, learning_rate: float) -> Any:
+    """The worker's step between pushes: the server's rule and rate in Keras, so local and server steps have one
+    scale. Keras adds 1e-7 to Adagrad's denominator (≥ sqrt(0.1)): a relative difference of at most 3e-7."""
+    import tensorflow as tf
+
+    if server_optimizer == "adagrad":
+        return tf.keras.optimizers.legacy.Adagrad(learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
+    if server_optimizer == "sgd":
+        return tf.keras.optimizers.legacy.SGD(learning_rate)
+    raise ValueError(f"server optimizer {server_optimizer!r}: must be adagrad or sgd")
+
+
 def wait_version(pushes: int, steps: int) -> int:
     """The shard version worker 0 reaches after ``steps`` warm-start steps pushed every ``pushes`` steps."""
     return math.ceil(steps / pushes) if steps else 0
@@ -196,7 +208,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.parent_pid:
         die_with_parent(args.parent_pid)
-    train_worker(json.loads(sys.stdin.read()), args.rank, Report(args.report))
+    from training.strategies.parameter_server.client import ServerError
+    from training.strategies.parameter_server.shards import NonFiniteError
+
+    try:
+        train_worker(json.loads(sys.stdin.read()), args.rank, Report(args.report))
+    except (ServerError, NonFiniteError) as error:
+        # A refused push is never skipped silently: the worker stops, its Spark task reports it, the run records
+        # it as lost (lost_workers) and the others carry on. A diverged worker would only push NaN again.
+        sys.exit(f"[downpour] worker {args.rank} stops: {error}")
 
 
 if __name__ == "__main__":

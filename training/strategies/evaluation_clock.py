@@ -9,6 +9,8 @@ from collections.abc import Callable
 import numpy as np
 import tensorflow as tf
 
+from training.strategies.bookkeeping import evaluation, evaluation_schedule, time_to_target
+
 EVALUATION_BATCH = 2000
 
 
@@ -31,10 +33,9 @@ def model_inputs(images: np.ndarray | tf.Tensor) -> tf.Tensor:
 
 
 class EvaluationClock(tf.keras.callbacks.Callback):
-    """Evaluate ``evaluations_per_epoch`` times per epoch, the last at the epoch's end.
-
-    ``combine`` sums (correct, total) over workers (an all-reduce for synchronous strategies); each worker
-    evaluates only its own slice of the evaluation set.
+    """Evaluate at ``bookkeeping.evaluation_schedule(steps_per_epoch, evaluations_per_epoch)``, the last at the
+    epoch's end. ``combine`` sums (correct, total) over workers (an all-reduce for synchronous strategies); each
+    worker evaluates only its own slice of the evaluation set.
     """
 
     def __init__(self, images: np.ndarray, labels: np.ndarray, evaluations_per_epoch: int, steps_per_epoch: int,
@@ -42,19 +43,22 @@ class EvaluationClock(tf.keras.callbacks.Callback):
                  clock_offset_seconds: float = 0.0) -> None:
         super().__init__()
         self.images, self.labels = images, labels
-        self.evaluations_per_epoch = evaluations_per_epoch
-        self.every_steps = max(1, steps_per_epoch // evaluations_per_epoch)
         self.steps_per_epoch = steps_per_epoch
+        # The epoch's end is evaluated in on_epoch_end, after Keras finished the epoch.
+        self.steps_within_epoch = set(evaluation_schedule(steps_per_epoch, evaluations_per_epoch)[:-1])
         self.target_accuracy = target_accuracy
         self.combine = combine
         self.evaluations: list[dict[str, float]] = []
-        self.time_to_target_seconds: float | None = None
         self.clock_offset_seconds = clock_offset_seconds
         self.evaluation_seconds = 0.0
         self.epoch = 0
         self.epoch_started = 0.0
         self.epoch_evaluation_seconds = 0.0
         self.started = 0.0
+
+    @property
+    def time_to_target_seconds(self) -> float | None:
+        return time_to_target(self.evaluations, self.target_accuracy)
 
     def training_seconds(self) -> float:
         return self.clock_offset_seconds + time.perf_counter() - self.started - self.evaluation_seconds
@@ -69,9 +73,7 @@ class EvaluationClock(tf.keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs=None) -> None:
         step = batch + 1
-        # Evenly spaced inside the epoch; the last of each epoch's evaluations happens at its end.
-        if step % self.every_steps == 0 and step // self.every_steps < self.evaluations_per_epoch \
-                and step < self.steps_per_epoch:
+        if step in self.steps_within_epoch:
             self.evaluate(self.epoch + step / self.steps_per_epoch)
 
     def on_epoch_end(self, epoch: int, logs=None) -> None:
@@ -80,15 +82,13 @@ class EvaluationClock(tf.keras.callbacks.Callback):
             logs["val_accuracy"] = accuracy
             logs["epoch_seconds"] = time.perf_counter() - self.epoch_started - self.epoch_evaluation_seconds
 
-    def evaluate(self, epoch: float) -> float:
+    def evaluate(self, position: float) -> float:
         started = time.perf_counter()
         clock = self.training_seconds()
         local = np.array([correct_predictions(self.model, self.images, self.labels), len(self.labels)], np.float64)
         correct, total = self.combine(local)
         accuracy = float(correct / total)
-        self.evaluations.append({"train_seconds": clock, "epoch": epoch, "val_accuracy": accuracy})
-        if self.time_to_target_seconds is None and accuracy >= self.target_accuracy:
-            self.time_to_target_seconds = clock
+        self.evaluations.append(evaluation(clock, position, accuracy))
         spent = time.perf_counter() - started
         self.evaluation_seconds += spent
         self.epoch_evaluation_seconds += spent

@@ -1,7 +1,7 @@
 """Synchronous data parallelism: Horovod ring all-reduce over Gloo, launched as Spark tasks (horovod.spark.run).
 
 Each of nodes × workers_per_node ranks reads only its own shard, trains a plain Keras model whose optimizer is
-wrapped by ``hvd.DistributedOptimizer``, and evaluates its slice of the test set; rank 0 checkpoints after
+wrapped by ``hvd.DistributedOptimizer``, and evaluates its slice of the evaluation set; rank 0 checkpoints after
 every epoch so a retried job resumes where it stopped. Lines that exist only for distribution say ``Horovod:``.
 """
 
@@ -11,9 +11,15 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from training.strategies.base import TrainingResult
+from training.strategies import bookkeeping
+from training.strategies.base import EvaluationSet, TrainingResult
 from training.strategies.input_pipeline import training_dataset
-from training.strategies.placement import cores_per_node, threads_per_worker, worker_environment
+from training.strategies.placement import (
+    configure_tensorflow_threads,
+    cores_per_node,
+    threads_per_worker,
+    worker_environment,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,7 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run_uri: str,
+def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: EvaluationSet, run_uri: str,
                node_cores: int) -> dict[str, Any] | None:
     """The function every Horovod rank runs; rank 0 returns what it measured, the others their weights' digest."""
     import horovod.tensorflow as hvd_ops  # collective operations on tensors
@@ -39,13 +45,12 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     tf.get_logger().setLevel("ERROR")  # per-step evaluation trips Keras' "slow callback" warning by design
     hvd.init()  # Horovod: one rank per worker
     rank, size = hvd.rank(), hvd.size()
-    tf.config.threading.set_intra_op_parallelism_threads(threads_per_worker(spec, node_cores))
-    tf.config.threading.set_inter_op_parallelism_threads(1)
+    configure_tensorflow_threads(threads_per_worker(spec, node_cores))
     tf.keras.utils.set_random_seed(spec.seed)
 
     workload = workload_for(spec)
     images, labels = workload.load_shard(shards_uri, rank, size)  # Horovod: each rank reads only its own shard
-    test_images, test_labels = workload.load_test(test_uri)
+    test_images, test_labels = evaluation.load(workload)
     test_images, test_labels = test_images[rank::size], test_labels[rank::size]  # Horovod: evaluate a slice
 
     # Horovod: every rank must take the same number of steps, and a multiple of the accumulation window.
@@ -70,8 +75,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     checkpoints = CheckpointStore(run_uri)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
     resumed_from = hvd_ops.broadcast_object(checkpoints.latest_epoch() if rank == 0 else None, root_rank=0)
-    previous: dict[str, Any] = {"epochs": [], "evaluations": [], "training_seconds": 0.0,
-                                "time_to_target_seconds": None}
+    previous: dict[str, Any] = {"epochs": [], "evaluations": [], "training_seconds": 0.0}
     if resumed_from:
         previous = checkpoints.restore(resumed_from, checkpoint)
         if rank == 0:
@@ -92,25 +96,16 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             logs = logs or {}
-            samples = steps_per_epoch * spec.batch_size_per_worker * size
-            row = {
-                "epoch": epoch + 1,
-                "train_loss": float(logs["loss"]),
-                "train_accuracy": float(logs["accuracy"]),
-                "val_accuracy": float(logs["val_accuracy"]),
-                "epoch_seconds": float(logs["epoch_seconds"]),
-                "samples_per_second": samples / float(logs["epoch_seconds"]),
-            }
+            row = bookkeeping.epoch_row(epoch + 1, logs["loss"], logs["accuracy"], logs["val_accuracy"],
+                                        logs["epoch_seconds"],
+                                        samples=steps_per_epoch * spec.batch_size_per_worker * size)
             epochs.append(row)
             if rank == 0:
-                print(f"[horovod] epoch {epoch + 1}/{spec.epochs}: loss {row['train_loss']:.4f} "
-                      f"accuracy {row['train_accuracy']:.4f} val_accuracy {row['val_accuracy']:.4f} "
-                      f"{row['epoch_seconds']:.1f} s {row['samples_per_second']:.0f} samples/s", flush=True)
+                print(f"[horovod] {bookkeeping.describe_epoch(row, spec.epochs)}", flush=True)
                 checkpoints.save(epoch + 1, checkpoint, {
                     "epochs": epochs,
                     "evaluations": previous["evaluations"] + clock.evaluations,
                     "training_seconds": clock.training_seconds(),
-                    "time_to_target_seconds": previous["time_to_target_seconds"] or clock.time_to_target_seconds,
                 })
 
     callbacks = [
@@ -128,13 +123,14 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, test_uri: str, run
     weights_sha256 = _weights_digest(model)
     if rank != 0:
         return {"rank": rank, "weights_sha256": weights_sha256}
+    evaluations = previous["evaluations"] + clock.evaluations
     return {
         "rank": 0,
         "weights_sha256": weights_sha256,
         "epochs": epochs,
-        "evaluations": previous["evaluations"] + clock.evaluations,
+        "evaluations": evaluations,
         "training_seconds": clock.training_seconds(),
-        "time_to_target_seconds": previous["time_to_target_seconds"] or clock.time_to_target_seconds,
+        "time_to_target_seconds": bookkeeping.time_to_target(evaluations, spec.target_accuracy),
         "model_uri": save_model(run_uri, model),
         "resumed_from_epoch": resumed_from,
         "threads_per_worker": threads_per_worker(spec, node_cores),
@@ -147,20 +143,23 @@ class HorovodStrategy:
 
     name = "horovod"
 
-    def train(self, spec: RunSpec, shards_uri: str, test_uri: str, run_uri: str,
+    def train(self, spec: RunSpec, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
               spark: SparkSession) -> TrainingResult:
         import horovod.spark
 
+        from training.strategies.signal_handlers import restored_signal_handlers
+
         node_cores = cores_per_node(spark, spec)
         started = time.perf_counter()
-        results = horovod.spark.run(
-            train_rank,
-            args=(spec.to_mapping(), shards_uri, test_uri, run_uri, node_cores),
-            num_proc=spec.total_workers,
-            use_gloo=True,
-            env=worker_environment(),
-            verbose=1,
-        )
+        with restored_signal_handlers():  # Horovod's Gloo launcher replaces SIGINT/SIGTERM for good
+            results = horovod.spark.run(
+                train_rank,
+                args=(spec.to_mapping(), shards_uri, evaluation, run_uri, node_cores),
+                num_proc=spec.total_workers,
+                use_gloo=True,
+                env=worker_environment(),
+                verbose=1,
+            )
         wall_seconds = time.perf_counter() - started
         measured = next(result for result in results if result["rank"] == 0)
         digests = [result["weights_sha256"] for result in sorted(results, key=lambda result: result["rank"])]

@@ -8,6 +8,7 @@ a node's cores are the executor's (``spark.executor.cores``), with one executor 
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,10 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from training.config import RunSpec
+
+log = logging.getLogger(__name__)
+
+_ignored_thread_requests: set[int] = set()  # warned about once per process
 
 
 def cores_per_node(spark: SparkSession, spec: RunSpec) -> int:
@@ -29,6 +34,26 @@ def threads_per_worker(spec: RunSpec, node_cores: int) -> int:
     if spec.threads_per_worker:
         return spec.threads_per_worker
     return max(1, node_cores // spec.workers_per_node)
+
+
+def configure_tensorflow_threads(intra_op: int) -> int:
+    """Size this process's TensorFlow pools, ``intra_op`` threads per operation and one operation at a time; every
+    worker kind calls this first. TensorFlow sizes its pools once per process: a later call asking for another size
+    keeps the first (with one warning). Returns the intra-op threads in effect (0: TensorFlow's default)."""
+    if intra_op < 1:
+        raise ValueError(f"intra_op must be ≥ 1 thread, got {intra_op}")
+    import tensorflow as tf
+
+    threading = tf.config.threading
+    try:  # setting the value already in effect is a no-op, even after initialisation
+        threading.set_intra_op_parallelism_threads(intra_op)
+        threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError:  # already initialised in this process (a reused Spark Python worker): keep its pools
+        if intra_op not in _ignored_thread_requests:
+            _ignored_thread_requests.add(intra_op)
+            log.warning("TensorFlow already runs with %d intra-op threads in process %d; %d requested are ignored",
+                        threading.get_intra_op_parallelism_threads(), os.getpid(), intra_op)
+    return threading.get_intra_op_parallelism_threads()
 
 
 def worker_environment() -> dict[str, str]:
