@@ -52,7 +52,7 @@ def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_p
 
     spec = RunSpec(workload="kws_densenet_bilstm", strategy="averaging", nodes=1, workers_per_node=2, epochs=1,
                    batch_size_per_worker=16, augment_copies=1, features="mfcc", evaluations_per_epoch=1,
-                   run_name="kws-test", data_root=str(tmp_path / "root"))
+                   rounds_per_epoch=1, run_name="kws-test", data_root=str(tmp_path / "root"))
     features = features_dataset(spark, clips, spec.augmented_uri(), "mfcc", copies=1, seed=0)[0]
     shards = shard_dataset(spark, features["uri"], spec.shards_uri(), 2, seed=0)[0]
     assert shards["image_dtype"] == "float16" and shards["class_names"] == features["class_names"]

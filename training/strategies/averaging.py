@@ -86,6 +86,10 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
         order = np.random.default_rng([spec.seed, rank, epoch]).permutation(len(labels))
         part = np.array_split(order, spec.rounds_per_epoch)[round_index]
         steps = len(part) // spec.batch_size_per_worker
+        if steps < 1:
+            raise ValueError(f"worker {rank}: a round's part of its shard ({len(part)} examples) is smaller than one "
+                             f"batch of {spec.batch_size_per_worker}; lower rounds_per_epoch "
+                             f"({spec.rounds_per_epoch}) or batch_size_per_worker")
         model.set_weights(weights.value)
         # Dropout draws and the shuffle follow the round, not whatever this Python worker ran before.
         tf.keras.utils.set_random_seed(_round_seed(spec.seed, rank, epoch, round_index))

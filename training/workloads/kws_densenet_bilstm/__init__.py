@@ -53,7 +53,7 @@ SETTINGS = (
 
 # What `make demo-kws` trains with; the trigger form starts from the same values.
 DEFAULTS = {"data_source": SYNTHETIC_SOURCE, "epochs": 12, "augment_copies": 2, "batch_size_per_worker": 64,
-            "learning_rate": 0.002, "target_accuracy": 0.9, "evaluations_per_epoch": 2}
+            "learning_rate": 0.002, "target_accuracy": 0.9, "evaluations_per_epoch": 2, "rounds_per_epoch": 2}
 
 
 def source_id(spec: RunSpec) -> str:
