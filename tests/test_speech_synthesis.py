@@ -7,17 +7,23 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import re
+import signal
+import time
 import wave
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
+from training import storage
 from training.datasets import speech_synthesis
 from training.datasets.speech_commands import BACKGROUND_NOISE, check_clip, which_set
-from training.datasets.speech_synthesis import EngineNotFoundError, synthesize_corpus
+from training.datasets.speech_synthesis import EngineNotFoundError, SynthesisWorkerError, synthesize_corpus
 from training.storage import DatasetError
+from training.strategies.signal_handlers import restored_signal_handlers
 
 RECIPE = {"speakers": 4, "words": ("yes", "no", "marvin"), "repetitions": 2, "seed": 0}
 CLIP_NAME = re.compile(r"^[0-9a-f]{8}_nohash_\d+\.wav$")
@@ -56,7 +62,8 @@ def test_layout_and_file_names_match_speech_commands(corpus):
     assert set(clips) == expected
     assert report["utterances"] == len(expected) == 20
     assert report["engines"] == {"espeak-ng": 2, "flite": 1, "festival": 1}
-    assert (directory / speech_synthesis.REPORT_NAME).exists()
+    assert (directory / storage.MANIFEST_NAME).exists()
+    assert report["kind"] == speech_synthesis.DATASET_KIND and report["recipe"]["speakers"] == 4
     assert not list(directory.parent.glob(".corpus.tmp-*"))
 
 
@@ -156,7 +163,7 @@ def test_a_second_call_returns_the_report_without_rewriting(corpus):
 def test_a_different_recipe_at_the_same_destination_is_an_error_unless_overwrite(tmp_path):
     destination = tmp_path / "corpus"
     synthesize_corpus(destination, speakers=1, words=("go",), repetitions=1, processes=1)
-    with pytest.raises(DatasetError, match="different synthetic corpus.*speakers"):
+    with pytest.raises(DatasetError, match="different dataset.*speakers"):
         synthesize_corpus(destination, speakers=2, words=("go",), repetitions=1, processes=1)
     report = synthesize_corpus(destination, speakers=2, words=("go",), repetitions=1, processes=1, overwrite=True)
     assert report["speakers"] == 2 and len(clips_of(destination)) == 2
@@ -169,6 +176,17 @@ def test_a_directory_that_is_not_a_corpus_is_left_alone(tmp_path):
     with pytest.raises(DatasetError, match="not a complete synthetic corpus"):
         synthesize_corpus(tmp_path / "corpus", speakers=1, words=("go",), repetitions=1, processes=1)
     assert (tmp_path / "corpus" / "notes.txt").read_text() == "mine"
+
+
+def test_a_corpus_from_before_manifests_is_replaced_without_overwrite(tmp_path):
+    earlier = tmp_path / "corpus"
+    (earlier / "go").mkdir(parents=True)
+    (earlier / "go" / "old_nohash_0.wav").write_bytes(b"old")
+    (earlier / speech_synthesis.LEGACY_REPORT_NAME).write_text("{}")
+    report = synthesize_corpus(earlier, speakers=1, words=("go",), repetitions=1, processes=1)
+    assert report["utterances"] == 1
+    assert not (earlier / "go" / "old_nohash_0.wav").exists()
+    assert not (earlier / speech_synthesis.LEGACY_REPORT_NAME).exists()
 
 
 def test_a_failure_leaves_no_corpus_and_no_temporary_directory(tmp_path):
@@ -186,6 +204,7 @@ def test_a_failure_leaves_no_corpus_and_no_temporary_directory(tmp_path):
     ({"repetitions": 0}, "repetitions.*0"),
     ({"seed": -1}, "seed.*-1"),
     ({"processes": 0}, "processes.*0"),
+    ({"task_timeout_seconds": 0}, "task_timeout_seconds.*0"),
     ({"words": ()}, "words is empty"),
     ({"words": ("yes", "Yes")}, "'Yes'.*lowercase"),
     ({"words": ("stop!",)}, "'stop!'"),
@@ -214,3 +233,76 @@ def test_the_command_line_glue_builds_the_default_layout(tmp_path, capsys):
     assert sorted(path.parent.name for path in (tmp_path / "cli").glob("*/*_nohash_0.wav")) == ["go", "stop"]
     assert "2 utterances" in capsys.readouterr().out
     assert speech_synthesis.default_corpus_dir(100, 2, 0).name == "speech-commands-synthetic-s100-r2-seed0"
+
+
+# --- Worker processes ----------------------------------------------------------------------------------------
+
+TWO_SPEAKERS = {"speakers": 2, "words": ("go",), "repetitions": 1, "seed": 0, "processes": 2}
+
+
+def fake_flite(tmp_path: Path, monkeypatch, script: str) -> str:
+    """Put a shell script named flite first on PATH (the workers inherit it); returns the id of speaker 1, the
+    only flite speaker of a 2-speaker corpus (FLITE_SLOTS)."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    (bin_dir / "flite").write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / "flite").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return speech_synthesis.speaker_ids(0, 2)[1]
+
+
+def synthesis_workers() -> list[psutil.Process]:
+    """This process's spawned multiprocessing children that are still there."""
+    workers = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "multiprocessing.spawn" in " ".join(child.cmdline()):
+                workers.append(child)
+        except psutil.Error:
+            pass  # gone meanwhile
+    return workers
+
+
+def assert_nothing_left(tmp_path: Path) -> None:
+    assert not (tmp_path / "corpus").exists()
+    assert not list(tmp_path.glob(".corpus.tmp-*"))
+    assert synthesis_workers() == []
+
+
+def test_workers_finish_and_end_while_this_process_ignores_sigterm(tmp_path):
+    # A Horovod run used to leave a SIGTERM handler that only sets an event: forked pool workers inherited it,
+    # outlived Pool.terminate() and the pool's join() hung the test run. Spawned workers inherit no handlers.
+    with restored_signal_handlers():
+        signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        for attempt in range(2):
+            assert synthesize_corpus(tmp_path / f"corpus-{attempt}", **TWO_SPEAKERS)["utterances"] == 2
+    assert synthesis_workers() == []
+
+
+def test_a_worker_that_dies_fails_the_corpus_at_once_naming_its_speaker(tmp_path, monkeypatch):
+    speaker_id = fake_flite(tmp_path, monkeypatch, 'kill -KILL "$PPID"')  # $PPID: the worker that ran the engine
+    started = time.monotonic()
+    with pytest.raises(SynthesisWorkerError, match=rf"^speaker {speaker_id} \(number 1, flite \w+\): its synthesis "
+                                                   r"worker \(pid \d+\) died \(killed by SIGKILL\)"):
+        synthesize_corpus(tmp_path / "corpus", **TWO_SPEAKERS)
+    assert time.monotonic() - started < 60  # no task timeout involved
+    assert_nothing_left(tmp_path)
+
+
+def test_a_stuck_worker_fails_the_corpus_after_the_task_timeout_naming_its_speaker(tmp_path, monkeypatch):
+    # The fake engine waits for its worker to go away, so nothing outlives the test.
+    speaker_id = fake_flite(tmp_path, monkeypatch, 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.1; done')
+    started = time.monotonic()
+    with pytest.raises(SynthesisWorkerError, match=rf"^speaker {speaker_id} \(number 1, flite \w+\): no result "
+                                                   "after 20 s, so its synthesis worker"):
+        synthesize_corpus(tmp_path / "corpus", **TWO_SPEAKERS, task_timeout_seconds=20)
+    assert 20 <= time.monotonic() - started < 90
+    assert_nothing_left(tmp_path)
+
+
+def test_an_engine_error_in_a_worker_is_raised_here_and_names_the_speaker(tmp_path, monkeypatch):
+    speaker_id = fake_flite(tmp_path, monkeypatch, 'echo "no such voice" >&2; exit 7')
+    with pytest.raises(RuntimeError, match=r"^flite \(.*exited with 7: no such voice") as raised:
+        synthesize_corpus(tmp_path / "corpus", **TWO_SPEAKERS)
+    assert any(f"synthesis worker for speaker {speaker_id}" in note for note in raised.value.__notes__)
+    assert_nothing_left(tmp_path)

@@ -2,8 +2,8 @@
 
 No real speech corpus is reachable here, so this writes one in Speech Commands' exact layout (see
 ``speech_commands``): ``<word>/<speaker>_nohash_<n>.wav`` (1 s, 16 kHz, mono, 16-bit), ``_background_noise_/``,
-``validation_list.txt`` and ``testing_list.txt`` by the dataset's own ``which_set`` rule, and ``_synthesis.json``
-(the report, written last: the marker of a complete corpus).
+``validation_list.txt`` and ``testing_list.txt`` by the dataset's own ``which_set`` rule, published atomically by
+``storage.publish``: its ``_manifest.json``, written last, holds the synthesis report and marks a complete corpus.
 
 Speaker variety is the hard part: ``-p``/``-s`` alone barely change a TTS voice. So each synthetic speaker gets
  - an engine and voice: mostly espeak-ng with its own *variant file* (formant frequencies, strengths and widths,
@@ -19,44 +19,52 @@ into a private mirror of the system's espeak-ng-data (symbolic links plus our ``
 
 Every random draw comes from a generator keyed on (seed, speaker number, word, repetition), so the same arguments
 give byte-identical files whatever the process count or scheduling (for the same engine versions, which the report
-records), and a corpus of fewer words holds the very same clips for the words it has.
+records), and a corpus of fewer words holds the very same clips for the words it has. The work runs in spawned
+worker processes (a fresh interpreter each, so nothing the caller changed, such as the signal handlers a Horovod run
+leaves behind, reaches them); a worker that dies or takes longer than ``TASK_TIMEOUT_SECONDS`` on one speaker fails
+the corpus with an error naming that speaker.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import io
 import json
 import logging
 import multiprocessing
 import os
+import pickle
 import re
 import shutil
 import struct
 import subprocess
 import tempfile
 import time
-import uuid
+import traceback
 import wave
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any
+from signal import Signals
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy import signal
 
-from training import REPO_ROOT
+from training import REPO_ROOT, storage
 from training.datasets.speech_commands import ALL_WORDS, BACKGROUND_NOISE, KEYWORDS, SAMPLE_RATE, which_set
-from training.storage import DatasetError, staging_area
+from training.storage import DatasetError
 
 log = logging.getLogger(__name__)
 
 GENERATOR_VERSION = 1  # bump whenever the same recipe would produce different bytes
-REPORT_NAME = "_synthesis.json"
+DATASET_KIND = "speech_commands_synthetic"
+LEGACY_REPORT_NAME = "_synthesis.json"  # what marked a complete corpus before they went through storage.publish
+# One speaker's (or background noise's) work; the slowest, a festival speaker of all 35 words, takes about 2 s.
+TASK_TIMEOUT_SECONDS = 300.0
 VALIDATION_PERCENTAGE = 10.0
 TESTING_PERCENTAGE = 10.0
 CLIP_SAMPLES = SAMPLE_RATE  # 1 s
@@ -91,6 +99,10 @@ WORD_PATTERN = re.compile(r"^[a-z]+$")
 
 class EngineNotFoundError(FileNotFoundError):
     """A TTS engine binary is missing; the message says which Debian package(s) install it."""
+
+
+class SynthesisWorkerError(RuntimeError):
+    """A synthesis worker died, or did not finish its job in time; the message names the speaker (or noise)."""
 
 
 @dataclass(frozen=True)
@@ -539,6 +551,34 @@ def _do(job: _SpeakerJob | _NoiseJob) -> tuple[int, list[str]]:
     return _synthesize_speaker(job) if isinstance(job, _SpeakerJob) else _write_noise(job)
 
 
+def _describe(job: _SpeakerJob | _NoiseJob) -> str:
+    if isinstance(job, _SpeakerJob):
+        speaker = job.speaker
+        return f"speaker {speaker.speaker_id} (number {speaker.number}, {speaker.engine} {speaker.voice})"
+    return f"background noise {job.name}"
+
+
+def _serve_jobs(connection: Connection) -> None:
+    """A worker's life: run each job that arrives on ``connection``, send back its result or its exception."""
+    while True:
+        try:
+            job = connection.recv()
+        except (EOFError, KeyboardInterrupt):
+            return  # the parent closed its end (all done) or is going away; Ctrl-C is the parent's to handle
+        try:
+            reply = ("done", _do(job))
+        except BaseException as error:
+            sent = error
+            try:
+                pickle.loads(pickle.dumps(error))
+            except Exception:  # an exception type that does not survive pickling: send its text instead
+                sent = RuntimeError(f"{type(error).__name__}: {error}")
+            sent.add_note(f"(raised in the synthesis worker for {_describe(job)}; worker traceback:\n"
+                          f"{traceback.format_exc().rstrip()})")
+            reply = ("failed", sent)
+        connection.send(reply)
+
+
 # --- The corpus ----------------------------------------------------------------------------------------------
 
 
@@ -546,21 +586,13 @@ def default_corpus_dir(speakers: int, repetitions: int, seed: int) -> Path:
     return REPO_ROOT / "var" / "corpora" / f"speech-commands-synthetic-s{speakers}-r{repetitions}-seed{seed}"
 
 
-def read_report(destination: str | Path) -> dict[str, Any] | None:
-    """The report of a complete corpus at ``destination``, or None (absent, incomplete or unreadable)."""
-    path = Path(destination) / REPORT_NAME
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def _recipe(speakers: int, words: Sequence[str], repetitions: int, seed: int) -> dict[str, Any]:
     return {"generator_version": GENERATOR_VERSION, "speakers": speakers, "words": list(words),
             "repetitions": repetitions, "seed": seed}
 
 
-def _validate(speakers: int, words: Sequence[str], repetitions: int, seed: int, processes: int | None) -> None:
+def _validate(speakers: int, words: Sequence[str], repetitions: int, seed: int, processes: int | None,
+              task_timeout_seconds: float) -> None:
     def require_int(name: str, value: Any, minimum: int) -> None:
         if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
             raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
@@ -570,6 +602,9 @@ def _validate(speakers: int, words: Sequence[str], repetitions: int, seed: int, 
     require_int("seed", seed, 0)
     if processes is not None:
         require_int("processes", processes, 1)
+    if isinstance(task_timeout_seconds, bool) or not isinstance(task_timeout_seconds, int | float) \
+            or not task_timeout_seconds > 0:
+        raise ValueError(f"task_timeout_seconds must be a number of seconds > 0, got {task_timeout_seconds!r}")
     if isinstance(words, str):
         raise ValueError(f"words must be a sequence of words, not the string {words!r} (split it first)")
     if len(words) == 0:
@@ -582,6 +617,15 @@ def _validate(speakers: int, words: Sequence[str], repetitions: int, seed: int, 
         raise ValueError(f"words listed more than once: {', '.join(repeated)}")
 
 
+def _holds_other_content(destination: Path) -> bool:
+    """Whether publishing at ``destination`` would replace something that is not one of our corpora."""
+    if not destination.exists():
+        return False
+    if not destination.is_dir():
+        return True
+    return any(destination.iterdir()) and not (destination / LEGACY_REPORT_NAME).is_file()
+
+
 def synthesize_corpus(
     destination: str | Path,
     speakers: int = 100,
@@ -591,64 +635,61 @@ def synthesize_corpus(
     processes: int | None = None,
     overwrite: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    task_timeout_seconds: float = TASK_TIMEOUT_SECONDS,
 ) -> dict[str, Any]:
-    """Write a synthetic Speech Commands corpus at ``destination`` (atomically) and return its report.
+    """Write a synthetic Speech Commands corpus at ``destination`` (atomically, with ``storage.publish``) and return
+    its manifest, which holds the synthesis report.
 
     A complete corpus of the same recipe already there is returned untouched; a different one is an error unless
-    ``overwrite``. ``progress(done, total)`` is called in this process as utterances finish.
+    ``overwrite``. ``progress(done, total)`` is called in this process as utterances finish. With more than one
+    process, a speaker without a result after ``task_timeout_seconds`` fails the corpus (SynthesisWorkerError).
     """
-    _validate(speakers, words, repetitions, seed, processes)
+    _validate(speakers, words, repetitions, seed, processes, task_timeout_seconds)
     speakers, repetitions, seed, words = int(speakers), int(repetitions), int(seed), tuple(words)  # JSON-able
     destination = Path(destination).expanduser().resolve()
     recipe = _recipe(speakers, words, repetitions, seed)
-    existing = read_report(destination)
-    if existing is not None and not overwrite:
-        if {key: existing.get(key) for key in recipe} == recipe:
-            log.info("%s: already complete, nothing to do", destination)
-            return existing
-        differences = {key: existing.get(key) for key in recipe if existing.get(key) != recipe[key]}
-        raise DatasetError(f"{destination}: already holds a different synthetic corpus (there: {differences}); "
-                           "choose another destination or pass overwrite=True (--overwrite)")
-    if existing is None and destination.exists() and any(destination.iterdir()) and not overwrite:
-        raise DatasetError(f"{destination}: exists and is not a complete synthetic corpus (no {REPORT_NAME}); "
-                           "choose another destination or pass overwrite=True (--overwrite) to replace it")
+    # storage.publish replaces a directory without a manifest (an interrupted dataset); this one may be the user's.
+    if storage.read_manifest(str(destination)) is None and not overwrite and _holds_other_content(destination):
+        raise DatasetError(f"{destination}: exists and is not a complete synthetic corpus (no "
+                           f"{storage.MANIFEST_NAME}); choose another destination or pass overwrite=True "
+                           "(--overwrite) to replace it")
 
     roster = [make_speaker(seed, number, speaker_id) for number, speaker_id in enumerate(speaker_ids(seed, speakers))]
     engines = {speaker.engine for speaker in roster} | {ESPEAK}  # espeak-ng also makes the babble
-    for engine in sorted(engines):
-        _binary(engine)
     plan = tuple(utterance_plan(words, repetitions))
-    total = len(plan) * speakers
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="cloudburst-espeak-") as espeak_scratch, \
-            staging_area(str(destination)) as staging_location:
-        staging = Path(staging_location.path)
-        variants = {speaker.variant_name: speaker.variant for speaker in roster if speaker.engine == ESPEAK}
-        variants |= babble_variants(seed, BABBLE_TALKERS)
-        espeak_root = make_espeak_root(Path(espeak_scratch), variants)
-        check_variants_are_used(espeak_root, "en-us", next(iter(variants)))
-        for directory in (*words, BACKGROUND_NOISE):
-            (staging / directory).mkdir()
-        speaker_jobs = [_SpeakerJob(speaker, plan, seed, staging, espeak_root) for speaker in roster]
-        noise_jobs = [_NoiseJob(name, seed, staging, espeak_root) for name in BACKGROUND_SECONDS]
-        # Slowest first (festival speakers, then the noises), so no long job starts last and idles the other cores.
-        jobs = [job for job in speaker_jobs if job.speaker.engine == FESTIVAL] + noise_jobs + \
-            [job for job in speaker_jobs if job.speaker.engine != FESTIVAL]
-        processes = min(processes or os.cpu_count() or 1, len(jobs))
-        clips = _run_jobs(jobs, processes, total, progress)
-        seconds = time.perf_counter() - started
-        report = _report(recipe, roster, clips, seconds, engines, processes)
+
+    def write(staging_location: storage.Location) -> dict[str, Any]:
+        for engine in sorted(engines):
+            _binary(engine)
+        staging = Path(staging_location.path)  # a local directory: the TTS engines write files
+        started = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="cloudburst-espeak-") as espeak_scratch:
+            variants = {speaker.variant_name: speaker.variant for speaker in roster if speaker.engine == ESPEAK}
+            variants |= babble_variants(seed, BABBLE_TALKERS)
+            espeak_root = make_espeak_root(Path(espeak_scratch), variants)
+            check_variants_are_used(espeak_root, "en-us", next(iter(variants)))
+            for directory in (*words, BACKGROUND_NOISE):
+                (staging / directory).mkdir()
+            speaker_jobs = [_SpeakerJob(speaker, plan, seed, staging, espeak_root) for speaker in roster]
+            noise_jobs = [_NoiseJob(name, seed, staging, espeak_root) for name in BACKGROUND_SECONDS]
+            # Slowest first (festival speakers, then the noises), so no long job starts last and idles other cores.
+            jobs = [job for job in speaker_jobs if job.speaker.engine == FESTIVAL] + noise_jobs + \
+                [job for job in speaker_jobs if job.speaker.engine != FESTIVAL]
+            worker_count = min(processes or os.cpu_count() or 1, len(jobs))
+            clips = _run_jobs(jobs, worker_count, len(plan) * speakers, progress, task_timeout_seconds)
         _write_lists(staging, clips)
         (staging / "README.txt").write_text(_readme(recipe))
-        # The report goes in last: a directory without it is never mistaken for a complete corpus.
-        (staging / REPORT_NAME).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
-        return _move_into_place(staging, destination, recipe, report)
+        return _report(roster, clips, time.perf_counter() - started, engines, worker_count)
+
+    manifest, created = storage.publish(str(destination), DATASET_KIND, recipe, write, overwrite=overwrite)
+    if not created:
+        log.info("%s: already complete, nothing to do", destination)
+    return manifest
 
 
 def _run_jobs(jobs: list[_SpeakerJob | _NoiseJob], processes: int, total: int,
-              progress: Callable[[int, int], None] | None) -> list[str]:
-    """Run every job (in a pool unless one process), report progress; returns the clips' relative paths."""
+              progress: Callable[[int, int], None] | None, task_timeout_seconds: float) -> list[str]:
+    """Run every job (in worker processes unless one process), report progress; returns the clips' relative paths."""
     clips: list[str] = []
     next_log = 0.1
 
@@ -667,10 +708,95 @@ def _run_jobs(jobs: list[_SpeakerJob | _NoiseJob], processes: int, total: int,
         for job in jobs:
             finished(*_do(job))
     else:
-        with multiprocessing.get_context().Pool(processes) as pool:
-            for result in pool.imap_unordered(_do, jobs):
-                finished(*result)
+        _run_in_workers(jobs, processes, task_timeout_seconds, finished)
     return sorted(clips)
+
+
+class _Worker(NamedTuple):
+    process: multiprocessing.process.BaseProcess
+    connection: Connection  # this end of the worker's pipe
+
+
+def _run_in_workers(jobs: list[_SpeakerJob | _NoiseJob], processes: int, task_timeout_seconds: float,
+                    finished: Callable[[int, list[str]], None]) -> None:
+    """Run the jobs on ``processes`` spawned workers, one job per worker at a time, passing results to ``finished``.
+
+    A worker that dies, or a job without a result after ``task_timeout_seconds``, raises SynthesisWorkerError
+    naming the job's speaker; a job's own exception is raised here. Every worker has ended when this returns.
+    """
+    # spawn, not fork: a forked worker would inherit this process's signal handlers (after a Horovod run, ones
+    # that ignore SIGTERM), its threads' held locks and its open sockets.
+    context = multiprocessing.get_context("spawn")
+    waiting = list(reversed(jobs))
+    workers: list[_Worker] = []
+    running: dict[_Worker, tuple[_SpeakerJob | _NoiseJob, float]] = {}  # worker → (its job, deadline)
+
+    def hand_out(worker: _Worker) -> None:
+        if waiting:
+            job = waiting.pop()
+            worker.connection.send(job)
+            running[worker] = (job, time.monotonic() + task_timeout_seconds)
+
+    try:
+        for _ in range(processes):
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_serve_jobs, args=(theirs,), name="cloudburst-synthesis", daemon=True)
+            process.start()
+            theirs.close()
+            workers.append(_Worker(process, ours))
+        for worker in workers:
+            hand_out(worker)
+        while running:
+            nearest = min(deadline for _, deadline in running.values())
+            wait([worker.connection for worker in running] + [worker.process.sentinel for worker in running],
+                 timeout=max(0.0, nearest - time.monotonic()))
+            for worker, (job, deadline) in list(running.items()):
+                if worker.connection.poll():
+                    try:
+                        outcome, value = worker.connection.recv()
+                    except EOFError:
+                        raise _worker_died(worker, job) from None
+                    del running[worker]
+                    if outcome == "failed":
+                        raise value
+                    finished(*value)
+                    hand_out(worker)
+                elif not worker.process.is_alive():
+                    raise _worker_died(worker, job)
+                elif time.monotonic() >= deadline:
+                    raise SynthesisWorkerError(
+                        f"{_describe(job)}: no result after {task_timeout_seconds:g} s, so its synthesis worker "
+                        f"(pid {worker.process.pid}) was stopped; is a TTS engine stuck?")
+    finally:
+        _stop_workers(workers, busy=set(running))
+
+
+def _worker_died(worker: _Worker, job: _SpeakerJob | _NoiseJob) -> SynthesisWorkerError:
+    worker.process.join(5)
+    code = worker.process.exitcode
+    how = f"exit code {code}"
+    if code is not None and code < 0:
+        try:
+            how = f"killed by {Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+    return SynthesisWorkerError(f"{_describe(job)}: its synthesis worker (pid {worker.process.pid}) died ({how}) "
+                                "before finishing; SIGKILL is often the kernel's out-of-memory killer")
+
+
+def _stop_workers(workers: list[_Worker], busy: set[_Worker]) -> None:
+    """End every worker: idle ones leave when their pipe closes, busy (possibly stuck) ones are killed."""
+    for worker in workers:
+        worker.connection.close()
+        if worker in busy:
+            worker.process.kill()
+    deadline = time.monotonic() + 5
+    for worker in workers:
+        worker.process.join(max(0.0, deadline - time.monotonic()))
+        if worker.process.is_alive():
+            worker.process.kill()
+            worker.process.join()
+        worker.process.close()
 
 
 def _write_lists(staging: Path, clips: list[str]) -> None:
@@ -680,8 +806,9 @@ def _write_lists(staging: Path, clips: list[str]) -> None:
         (staging / name).write_text("".join(f"{clip}\n" for clip in chosen))
 
 
-def _report(recipe: dict[str, Any], roster: list[Speaker], clips: list[str], seconds: float, engines: set[str],
+def _report(roster: list[Speaker], clips: list[str], seconds: float, engines: set[str],
             processes: int) -> dict[str, Any]:
+    """The manifest's content fields (the recipe, file list and creation time are storage.publish's)."""
     splits = {"training": 0, "validation": 0, "testing": 0}
     for clip in clips:
         splits[which_set(clip, VALIDATION_PERCENTAGE, TESTING_PERCENTAGE)] += 1
@@ -689,7 +816,7 @@ def _report(recipe: dict[str, Any], roster: list[Speaker], clips: list[str], sec
     for speaker in roster:
         engine_counts[speaker.engine] = engine_counts.get(speaker.engine, 0) + 1
     return {
-        **recipe,
+        "speakers": len(roster),
         "utterances": len(clips),
         "seconds": round(seconds, 2),
         "utterances_per_second": round(len(clips) / seconds, 1),
@@ -701,7 +828,6 @@ def _report(recipe: dict[str, Any], roster: list[Speaker], clips: list[str], sec
         "background_noise": {f"{name}.wav": seconds for name, seconds in BACKGROUND_SECONDS.items()},
         "speaker_voices": [{"speaker": s.speaker_id, "engine": s.engine, "voice": s.voice, "warp": s.warp}
                            for s in roster],
-        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -713,31 +839,8 @@ def _readme(recipe: dict[str, Any]) -> str:
         "Voices are TTS engines (espeak-ng, flite, festival) with per-speaker variants and a vocal-tract warp: "
         "distinguishable speakers, but far less varied than real people.\n"
         f"Layout as Speech Commands: <word>/<speaker>_nohash_<n>.wav, {BACKGROUND_NOISE}/, validation_list.txt, "
-        f"testing_list.txt; {REPORT_NAME} is written last.\n"
+        f"testing_list.txt; {storage.MANIFEST_NAME} (with the synthesis report) is written last.\n"
     )
-
-
-def _move_into_place(staging: Path, destination: Path, recipe: dict[str, Any],
-                     report: dict[str, Any]) -> dict[str, Any]:
-    """Rename the finished staging directory to ``destination``; an old copy is moved aside first, then deleted."""
-    retired = None
-    if destination.exists():
-        retired = destination.with_name(f".{destination.name}.old-{uuid.uuid4().hex[:8]}")
-        destination.rename(retired)
-    try:
-        staging.rename(destination)
-    except OSError:
-        # Someone else published the same corpus meanwhile: theirs is as good as ours.
-        concurrent = read_report(destination)
-        if concurrent is not None and {key: concurrent.get(key) for key in recipe} == recipe:
-            shutil.rmtree(staging, ignore_errors=True)
-            return concurrent
-        if retired is not None and not destination.exists():
-            retired.rename(destination)  # put the old corpus back rather than leave it under a hidden name
-        raise
-    if retired is not None:
-        shutil.rmtree(retired, ignore_errors=True)
-    return report
 
 
 # --- Command line --------------------------------------------------------------------------------------------
