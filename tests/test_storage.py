@@ -154,6 +154,68 @@ def test_republishing_the_same_recipe_is_a_noop(destination):
     assert (destination / storage.MANIFEST_NAME).stat().st_mtime_ns == manifest_mtime
 
 
+def test_a_publisher_that_finishes_second_keeps_the_first_copy_in_place(destination):
+    """Two DAG runs sharing a data root build the same dataset at once. The one that finishes second must not
+    move the first one's copy aside (a reader of it would find nothing): it returns that copy, created=False."""
+    import threading
+
+    second_is_writing, first_is_published = threading.Event(), threading.Event()
+
+    def write_first(staging):
+        assert second_is_writing.wait(30)  # both have seen an empty destination
+        return write_files({"part-0.bin": b"same bytes"})(staging)
+
+    def write_second(staging):
+        second_is_writing.set()
+        assert first_is_published.wait(30)
+        return write_files({"part-0.bin": b"same bytes"})(staging)
+
+    results: dict = {}
+
+    def publish(name, write):
+        results[name] = storage.publish(str(destination), KIND, {"seed": 1}, write)
+        if name == "first":
+            results["inode"] = destination.stat().st_ino
+            first_is_published.set()
+
+    threads = [threading.Thread(target=publish, args=("first", write_first)),
+               threading.Thread(target=publish, args=("second", write_second))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    (first, first_created), (second, second_created) = results["first"], results["second"]
+    assert (first_created, second_created) == (True, False)
+    assert second == first
+    assert destination.stat().st_ino == results["inode"], "the first copy was moved away"
+    assert sorted(path.name for path in destination.iterdir()) == sorted([storage.MANIFEST_NAME, "part-0.bin"])
+    assert siblings(destination) == []
+
+
+def test_four_publishers_at_the_same_moment_leave_one_complete_copy_and_nothing_else(destination):
+    import threading
+
+    everyone_written = threading.Barrier(4, timeout=30)
+
+    def write_together(staging):
+        write_files({"part-0.bin": b"same bytes"})(staging)
+        everyone_written.wait()  # every staging complete before any rename
+        return {"rows": 1}
+
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(
+        storage.publish(str(destination), KIND, {"seed": 1}, write_together))) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 4
+    in_place = storage.require_manifest(str(destination), KIND)
+    assert all(manifest["data_version"] == in_place["data_version"] for manifest, _ in results)
+    assert sorted(path.name for path in destination.iterdir()) == sorted([storage.MANIFEST_NAME, "part-0.bin"])
+    assert siblings(destination) == []
+
+
 @pytest.mark.parametrize(("kind", "recipe"), [(KIND, {"seed": 2}), ("other-kind", {"seed": 1})])
 def test_a_different_dataset_at_the_destination_is_refused_without_overwrite(destination, kind, recipe):
     original, _ = storage.publish(str(destination), KIND, {"seed": 1}, write_files({"a": b"1"}))

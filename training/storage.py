@@ -201,6 +201,12 @@ def publish(
         # The manifest goes in last: a directory without one is never mistaken for a dataset.
         with staging.fs.open(f"{staging.path}/{MANIFEST_NAME}", "wb") as handle:
             handle.write(json.dumps(manifest, indent=2, sort_keys=True).encode())
+        # Two runs may build the same dataset at once (two DAG runs sharing a data root): whoever finishes
+        # second keeps the first one's copy instead of moving it aside under a reader's feet.
+        winner = None if overwrite else read_manifest(destination)
+        if winner is not None and winner.get("kind") == kind and winner.get("recipe") == recipe:
+            _remove(where, staging.path)
+            return winner, False
         _replace(where, staging)
     return manifest, True
 
@@ -212,6 +218,11 @@ def _replace(where: Location, staging: Location) -> None:
         retired = f"{staging.path}-retired"
         where.fs.mv(where.path, retired, recursive=True)
     where.fs.mv(staging.path, where.path, recursive=True)
+    # A rename onto a directory that appeared meanwhile (a concurrent publisher) moves *into* it on both local
+    # disks and HDFS; the copy that landed inside is ours and redundant.
+    nested = f"{where.path}/{staging.path.rsplit('/', 1)[1]}"
+    if where.fs.exists(nested):
+        _remove(where, nested)
     if retired is not None:
         _remove(where, retired)
 

@@ -101,7 +101,10 @@ def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_m
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    conf = {"train_limit": 2000, "test_limit": 500, "epochs": 1, "batch_size_per_worker": 64, "strategy": strategy,
+    # Asynchronous Downpour on 2000 images is still at the knee of its learning curve after one epoch (test
+    # accuracy 0.20-0.64 in six runs); four epochs end at 0.90-0.91 and cost about 3 s more.
+    epochs = 4 if strategy == "downpour" else 1
+    conf = {"train_limit": 2000, "test_limit": 500, "epochs": epochs, "batch_size_per_worker": 64, "strategy": strategy,
             "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
     dag_run = dag.test(run_conf=conf)
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
@@ -120,7 +123,8 @@ def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_m
     assert 0.5 < metrics["test_accuracy"] <= 1.0
     assert metrics["wall_seconds"] > 0
     assert {f"test_accuracy_class_{label}" for label in range(10)} <= set(metrics)
-    assert [m.step for m in client.get_metric_history(run.info.run_id, "samples_per_second")] == [1]
+    assert [m.step for m in client.get_metric_history(run.info.run_id, "samples_per_second")] == list(
+        range(1, epochs + 1))
     assert run.data.tags["config"] == "1x2"
     artifacts = {item.path for item in client.list_artifacts(run.info.run_id)}
     assert {"learning_curves.png", "confusion_matrix.png", "shard_manifest.json", "run_spec.json"} <= artifacts
