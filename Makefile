@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo demo-kws bench bench-strategies bench-kws clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-cluster bench bench-strategies bench-kws clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -16,10 +16,8 @@ setup:  ## build both Python environments and install Debian packages (idempoten
 setup-training:  ## build only the training environment
 	infra/setup.sh training
 
-test: setup  ## lint, then every test: training env (Spark, Horovod, MLflow), then Airflow env (DAG runs)
-	$(TRAINING_BIN)/ruff check .
-	$(TRAINING_BIN)/python -m pytest --ignore=tests/airflow $(PYTEST_ARGS)
-	$(AIRFLOW_BIN)/python -m pytest tests/airflow $(PYTEST_ARGS)
+test: setup  ## lint, then every test: training env (Spark, Horovod, MLflow, real HDFS + YARN), then Airflow env
+	PYTEST_ARGS="$(PYTEST_ARGS)" infra/run-tests.sh
 
 test-fast: setup-training  ## tests without the slow Spark/Horovod ones
 	$(TRAINING_BIN)/python -m pytest --ignore=tests/airflow -m "not spark" $(PYTEST_ARGS)
@@ -33,6 +31,9 @@ demo: setup  ## the mnist_elastic_cnn DAG end to end on the full MNIST (airflow 
 demo-kws: setup  ## the kws_densenet_bilstm DAG on a synthetic Speech Commands corpus of 100 speakers, then a summary
 	infra/demo.sh kws_densenet_bilstm
 
+demo-cluster: setup hadoop-up  ## the mnist_elastic_cnn DAG with its data on the real HDFS and Spark on YARN (1x2)
+	DEMO_CLUSTER=1 infra/demo.sh
+
 airflow-up: setup  ## Airflow UI + scheduler + dag-processor in the background (prints URL and login)
 	infra/airflow-services.sh up
 
@@ -41,6 +42,20 @@ airflow-down:  ## stop them
 
 mlflow-ui: setup  ## MLflow UI in the foreground (Ctrl-C stops it)
 	infra/mlflow-ui.sh
+
+# Single-node Apache Hadoop 3.5 (HDFS + YARN) from Maven Central, on 127.0.0.1 only (infra/hadoop/).
+.PHONY: hadoop hadoop-up hadoop-down hadoop-status
+hadoop:  ## resolve the pinned Hadoop jars from Maven Central into .cache/hadoop (once; needs mvn)
+	infra/hadoop/resolve.sh
+
+hadoop-up: setup-training  ## HDFS + YARN as four background JVMs, Spark's jars on HDFS (prints URLs and fs.defaultFS)
+	infra/hadoop/hadoop.sh up
+
+hadoop-down:  ## stop the four Hadoop daemons (SIGTERM, then SIGKILL after 30 s)
+	infra/hadoop/hadoop.sh down
+
+hadoop-status:  ## one line per Hadoop daemon, HDFS safe mode, live NodeManagers
+	infra/hadoop/hadoop.sh status
 
 bench: setup-training  ## elastic augmentation vs SciPy, the data pipeline, Horovod scaling, strategies vs Elephas
 	$(TRAINING_BIN)/python bench/elastic_augmentation.py
@@ -54,5 +69,6 @@ bench-kws: setup-training  ## keyword spotting: Horovod 1x1, 1x2, Keras 2 thread
 bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elephas and the ceiling side by side (~35 min)
 	$(TRAINING_BIN)/python bench/strategies.py
 
-clean:  ## remove datasets and stores under var/ (environments stay)
+clean:  ## stop Hadoop, remove datasets and stores under var/ (environments and .cache stay)
+	infra/hadoop/hadoop.sh down
 	rm -rf var spark-warehouse metastore_db derby.log

@@ -3,7 +3,8 @@
 # Meant to be sourced, from any directory:   source infra/airflow-env.sh
 # It only exports variables; `airflow db migrate` is run by infra/airflow-services.sh, not here.
 # Overrides: CLOUDBURST_AIRFLOW_PORT (default 8080), CLOUDBURST_AIRFLOW_HOST (default 127.0.0.1),
-# and any AIRFLOW_CONN_SPARK_DEFAULT / MLFLOW_TRACKING_URI already in the environment.
+# CLOUDBURST_WEBHDFS_PORT (the NameNode's HTTP port, default 9870), and any AIRFLOW_CONN_SPARK_DEFAULT /
+# AIRFLOW_CONN_WEBHDFS_DEFAULT / MLFLOW_TRACKING_URI already in the environment.
 
 _cloudburst_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 
@@ -29,6 +30,10 @@ export AIRFLOW__CORE__EXECUTION_API_SERVER_URL="http://$_cloudburst_api_host:$AI
 
 if [[ -z "${AIRFLOW_CONN_SPARK_DEFAULT:-}" ]]; then
     export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type":"spark","host":"local[*]"}'
+fi
+# The NameNode Airflow's HDFS sensors ask (WebHDFS, its HTTP port): plugins/cloudburst_hdfs.py.
+if [[ -z "${AIRFLOW_CONN_WEBHDFS_DEFAULT:-}" ]]; then
+    export AIRFLOW_CONN_WEBHDFS_DEFAULT="{\"conn_type\":\"webhdfs\",\"host\":\"127.0.0.1\",\"port\":${CLOUDBURST_WEBHDFS_PORT:-9870}}"
 fi
 if [[ -z "${MLFLOW_TRACKING_URI:-}" ]]; then
     export MLFLOW_TRACKING_URI="sqlite:///$_cloudburst_root/var/mlflow/mlflow.db"

@@ -15,6 +15,15 @@ source infra/airflow-env.sh
 dag_id="${1:-mnist_elastic_cnn}"
 configs="${DEMO_CONFIGS:-1x1 1x2}"
 log="var/demo-${dag_id}.log"
+# `make demo-cluster` (DEMO_CLUSTER=1): the same DAG with its data on the real HDFS and Spark on YARN
+# (infra/hadoop/hadoop.sh, brought up by the make target), 1x2 unless DEMO_CONFIGS says otherwise.
+export DEMO_CLUSTER_CONF="{}"
+if [[ "${DEMO_CLUSTER:-0}" == 1 ]]; then
+    eval "$(infra/hadoop/hadoop.sh env)"
+    configs="${DEMO_CONFIGS:-1x2}"
+    log="var/demo-cluster-${dag_id}.log"
+    DEMO_CLUSTER_CONF="{\"data_root\": \"$CLOUDBURST_HDFS_URI/cloudburst\", \"spark_master\": \"yarn\"}"
+fi
 
 # The run specification of one configuration as DAG conf (JSON) and as job flags; checked before anything runs,
 # so a bad DEMO_CONF or DEMO_CONFIGS fails here in one line. Run names carry strategy and shape (demo-horovod-1x2).
@@ -36,8 +45,10 @@ try:
         raise RunSpecError("DEMO_CONF must be a JSON object, e.g. '{\"epochs\": 3}'")
     nodes, workers_per_node = (int(part) for part in config.split("x"))
     strategy = overrides.get("strategy") or RunSpec(workload=dag_id).strategy
+    import os
+    cluster = json.loads(os.environ.get("DEMO_CLUSTER_CONF") or "{}")
     values = {"nodes": nodes, "workers_per_node": workers_per_node, "run_name": f"demo-{strategy}-{config}",
-              **overrides, "workload": dag_id}
+              **cluster, **overrides, "workload": dag_id}
     spec = RunSpec.from_mapping(values).validate()
 except RunSpecError as error:
     sys.exit(f"[demo] {error}")
@@ -82,6 +93,18 @@ for config in $configs; do
     .venv/training/bin/python -m training.jobs.evaluate "${spec_args[@]}" 2>/dev/null
     echo
 done
+if [[ "${DEMO_CLUSTER:-0}" == 1 ]]; then
+    echo "data on HDFS      $CLOUDBURST_HDFS_URI/cloudburst  (browse: http://127.0.0.1:9870/explorer.html#/cloudburst)"
+    echo "YARN applications (http://${CLOUDBURST_YARN_WEB}/cluster):"
+    .venv/training/bin/python - "$CLOUDBURST_YARN_WEB" "$((started * 1000))" <<'PY'
+import json, sys, urllib.request
+address, since = sys.argv[1:]
+with urllib.request.urlopen(f"http://{address}/ws/v1/cluster/apps?startedTimeBegin={since}", timeout=10) as reply:
+    apps = (json.load(reply).get("apps") or {}).get("app") or []
+for app in sorted(apps, key=lambda app: app["startedTime"]):
+    print(f"  {app['id']}  {app['name']:<22} {app['finalStatus']:<10} {app['elapsedTime'] / 1000:6.1f} s")
+PY
+fi
 steps=$(.venv/airflow/bin/python -c "from training import workloads; print(' → '.join(workloads.definition('$dag_id').steps))")
 echo "demo wall time    ${elapsed} s for: $configs (each: validate → $steps)"
 echo

@@ -22,6 +22,8 @@ pip_quietly() {
 
 install_debian_packages() {
   local wanted=(libkrb5-dev openjdk-17-jre-headless g++ cmake make procps)
+  # Maven resolves the pinned Apache Hadoop jars from Maven Central (infra/hadoop/resolve.sh).
+  wanted+=(maven)
   # Offline TTS engines for the synthetic Speech Commands corpus (training/datasets/speech_synthesis.py).
   wanted+=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts sox)
   local missing=()

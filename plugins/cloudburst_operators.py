@@ -77,9 +77,22 @@ class CloudburstSparkJobOperator(SparkSubmitOperator):
     def execute(self, context: Any) -> str:
         spec = run_spec(context, self.workload)
         self.application_args = spec.to_args()
+        self.spark_master = spec.spark_master
+        self._hook = None  # built from this run's settings
         super().execute(context)
         record_outlets(context, self.outlets, spec.step_output(self.step))
         return spec.step_output(self.step)
+
+
+    def _get_hook(self) -> Any:
+        hook = super()._get_hook()
+        if getattr(self, "spark_master", ""):
+            # The run's spark_master setting wins over the connection's master (the provider has no argument for
+            # it); empty leaves the connection in charge, which is how a deployment switches local ↔ YARN.
+            hook._connection["master"] = self.spark_master
+            hook._is_yarn = self.spark_master.startswith("yarn")
+        self.log.info("Spark master: %s", hook._connection["master"])
+        return hook
 
 
 class CloudburstCommandOperator(BaseOperator):

@@ -121,3 +121,22 @@ def serve() -> Iterator[Callable[[Path], Server]]:
         server.shutdown()
         server.server_close()
         thread.join()
+
+
+# --- Hadoop ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def hadoop():
+    """The real HDFS + YARN of `make test` (tests/hadoop_cluster.py)."""
+    from hadoop_cluster import hadoop_or_skip
+
+    return hadoop_or_skip()
+
+
+@pytest.fixture
+def hdfs_root(hadoop, request) -> Iterator[str]:
+    """A fresh directory on the real HDFS for one test, removed afterwards."""
+    uri = hadoop.fresh_directory(request.node.name[:40].replace("[", "-").replace("]", ""))
+    yield uri
+    hadoop.remove(uri)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import uuid
 from pathlib import Path
 
 import pytest
@@ -301,32 +299,107 @@ def test_data_version_depends_on_file_names_too():
     assert storage.data_version(files) != storage.data_version({"a": "0" * 64, "c": "1" * 64})
 
 
-# --- HDFS (optional) ---------------------------------------------------------------------------------------
+# --- HDFS (the real daemons of make test) -------------------------------------------------------------------
 
-HDFS_URI = os.environ.get("CLOUDBURST_TEST_HDFS_URI")
+KILLED_WRITER = """
+import sys, time
+from training import storage
+sys.path.insert(0, sys.argv[3])
+from test_storage import write_files
+
+def write_then_hang(staging):
+    write_files({f"train/part-{i}.bin": bytes(1000) for i in range(3)})(staging)
+    print("written", flush=True)
+    time.sleep(600)  # killed here: files written, manifest not yet
+    return {}
+
+storage.publish(sys.argv[1], sys.argv[2], {"hdfs": True}, write_then_hang)
+"""
 
 
-@pytest.mark.skipif(
-    not HDFS_URI,
-    reason="set CLOUDBURST_TEST_HDFS_URI=hdfs://namenode:8020/tmp (a writable directory; WebHDFS on "
-    "$CLOUDBURST_WEBHDFS_PORT, default 9870, user $CLOUDBURST_HDFS_USER) to run against a real HDFS",
-)
-def test_publish_to_hdfs_through_webhdfs_and_read_the_manifest_back():
-    destination = storage.join(HDFS_URI, f"cloudburst-test-{uuid.uuid4().hex[:8]}")
+@pytest.mark.hadoop
+def test_publish_to_hdfs_round_trip_and_republish_is_a_noop(hdfs_root):
+    destination = storage.join(hdfs_root, "records")
     where = storage.resolve(destination)
+    manifest, created = storage.publish(destination, KIND, {"hdfs": True},
+                                        write_files({"train/part-0.bin": b"on hdfs"}))
+    assert created and manifest["uri"] == destination
+    assert storage.read_manifest(destination) == manifest
+    assert storage.require_manifest(destination, KIND)["files"] == manifest["files"]
+    assert sorted(manifest["files"]) == ["train/part-0.bin"]
+    with where.fs.open(f"{where.path}/train/part-0.bin", "rb") as handle:
+        assert handle.read() == b"on hdfs"
+    _, created_again = storage.publish(destination, KIND, {"hdfs": True}, write_files({}))
+    assert not created_again
+    assert where.fs.ls(where.path.rsplit("/", 1)[0], detail=False) == [where.path], "staging left beside it"
+
+
+@pytest.mark.hadoop
+def test_a_writer_killed_mid_way_on_hdfs_leaves_no_dataset_and_a_rerun_publishes(hdfs_root, tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    destination = storage.join(hdfs_root, "records")
+    writer = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, destination, KIND, str(Path(__file__).parent)],
+                              stdout=subprocess.PIPE, text=True)
     try:
-        manifest, created = storage.publish(destination, KIND, {"hdfs": True},
-                                            write_files({"train/part-0.bin": b"on hdfs"}))
-        assert created
-        assert manifest["uri"] == destination
-        assert storage.read_manifest(destination) == manifest
-        assert storage.require_manifest(destination, KIND)["files"] == manifest["files"]
-        assert sorted(manifest["files"]) == ["train/part-0.bin"]
-        _, created_again = storage.publish(destination, KIND, {"hdfs": True}, write_files({}))
-        assert not created_again
-        parent = where.path.rstrip("/").rsplit("/", 1)[0]
-        name = where.path.rstrip("/").rsplit("/", 1)[1]
-        assert [path for path in where.fs.ls(parent, detail=False) if f".{name}.tmp-" in path] == []
+        assert writer.stdout.readline().strip() == "written"
     finally:
-        if where.fs.exists(where.path):
-            where.fs.rm(where.path, recursive=True)
+        writer.send_signal(signal.SIGKILL)
+        writer.wait(timeout=30)
+    assert storage.read_manifest(destination) is None
+    where = storage.resolve(destination)
+    assert not where.fs.exists(where.path), "a partial dataset is visible at the destination"
+    manifest, created = storage.publish(destination, KIND, {"hdfs": True}, write_files({"train/part-0.bin": b"x"}))
+    assert created and sorted(manifest["files"]) == ["train/part-0.bin"]
+
+
+@pytest.mark.hadoop
+def test_hdfs_problems_are_one_line_errors_naming_the_fix(hadoop, monkeypatch):
+    from urllib.parse import urlparse
+
+    parsed = urlparse(hadoop.hdfs_uri)
+    expected = rf"takes hdfs:// connections on port {parsed.port}, not on port 1; use hdfs://{parsed.hostname}:"
+    with pytest.raises(storage.DatasetError, match=expected):
+        storage.resolve(f"hdfs://{parsed.hostname}:1/cloudburst")
+    monkeypatch.setenv("CLOUDBURST_WEBHDFS_PORT", "1")
+    with pytest.raises(storage.DatasetError, match=r"HDFS does not answer .* refused .*make hadoop-up"):
+        storage.resolve(f"{hadoop.hdfs_uri}/cloudburst")
+
+
+def test_parquet_content_ids_ignore_the_footers_encoding_order_but_not_the_data(tmp_path):
+    """Spark's parquet-mr lists a column's encodings in a per-JVM order: the same rows written by two JVMs differ
+    in a few footer bytes. The content id must match for them, and differ for any change in the data."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"label": pa.array([1, 2, 3], pa.int8()), "image": [b"a", b"b", b"c"]})
+    path = tmp_path / "part-00000.parquet"
+    pq.write_table(table, path)
+    fs = storage.resolve(str(tmp_path)).fs
+    original = storage.file_digest(fs, str(path))
+    content = bytearray(path.read_bytes())
+    footer_length = int.from_bytes(content[-8:-4], "little")
+    footer = bytes(content[len(content) - 8 - footer_length: len(content) - 8])
+    metadata = pq.read_metadata(path)
+    encodings = metadata.row_group(0).column(0).encodings
+    assert len(encodings) > 1
+    # The same file with one footer list reordered, as another JVM would write it: same content id, other sha256.
+    reordered = bytearray(content)
+    # Thrift compact lists of i32 enums: swapping two one-byte elements keeps the footer's length.
+    codes = {"PLAIN": 0, "PLAIN_DICTIONARY": 2, "RLE": 3, "BIT_PACKED": 4, "RLE_DICTIONARY": 8}
+    first, second = (codes[name] * 2 for name in encodings[:2])  # zigzag encoding of small non-negative ints
+    start = len(content) - 8 - footer_length
+    at = footer.find(bytes([first, second]))
+    assert at >= 0
+    reordered[start + at: start + at + 2] = bytes([second, first])
+    (tmp_path / "reordered.parquet").write_bytes(reordered)
+    assert storage.file_sha256(fs, str(tmp_path / "reordered.parquet")) != storage.file_sha256(fs, str(path))
+    assert storage.file_digest(fs, str(tmp_path / "reordered.parquet")) == original
+    changed = tmp_path / "changed.parquet"
+    pq.write_table(pa.table({"label": pa.array([1, 2, 4], pa.int8()), "image": [b"a", b"b", b"c"]}), changed)
+    assert storage.file_digest(fs, str(changed)) != original
+    (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(storage.DatasetError, match="not a Parquet file"):
+        storage.file_digest(fs, str(tmp_path / "broken.parquet"))

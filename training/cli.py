@@ -50,10 +50,7 @@ def _run_step(args: argparse.Namespace) -> None:
         raise ValueError(f"workload {spec.workload} has no {args.step!r} step (its steps: "
                          f"{' → '.join(spec.definition.steps)})")
     run_step = importlib.import_module(job_module(args.step)).run_step
-    if args.step in SPARK_STEPS:
-        run_step(spec, master=args.master, overwrite=args.overwrite)
-    else:
-        run_step(spec, overwrite=args.overwrite)
+    run_step(spec, overwrite=args.overwrite)
 
 
 def _settings(args: argparse.Namespace) -> None:

@@ -213,6 +213,13 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
     Setting("existing_shards", str, "", "Existing shards (optional)",
             "URI of shards made earlier to train on instead of sharding for this run; needs at least one shard "
             "per worker.", ADVANCED, optional=True),
+    Setting("spark_master", str, "", "Spark master (optional)",
+            "Where the Spark steps run: local[*] or local[N] (this machine), yarn (the Hadoop cluster of "
+            "$HADOOP_CONF_DIR; one executor per node), spark://host:port (standalone). Empty: the Airflow "
+            "spark_default connection's master in a DAG run; on the command line spark-submit's, else "
+            "$CLOUDBURST_SPARK_MASTER, else local[*].", CLUSTER, optional=True,
+            pattern=r"local(\[(\*|[1-9][0-9]*)\])?|yarn|spark://[A-Za-z0-9.-]+:[0-9]+(,[A-Za-z0-9.-]+:[0-9]+)*",
+            pattern_help="must be local, local[*], local[N], yarn or spark://host:port"),
     Setting("data_root", str, "", "Data root (optional)",
             "Where datasets and runs live: a path, file:// or hdfs:// URI. Empty: $CLOUDBURST_DATA_ROOT or "
             "./var/datasets.", ADVANCED, optional=True),

@@ -74,10 +74,53 @@ def resolve(location: str) -> Location:
     parsed = urlparse(uri)
     if parsed.scheme == "file":
         return Location(uri, fsspec.filesystem("file"), parsed.path)
-    port = int(os.environ.get("CLOUDBURST_WEBHDFS_PORT", "9870"))
+    port = webhdfs_port()
+    check_namenode(parsed.hostname, parsed.port or DEFAULT_NAMENODE_RPC_PORT, port)
     user = os.environ.get("CLOUDBURST_HDFS_USER") or os.environ.get("HADOOP_USER_NAME")
     fs = fsspec.filesystem("webhdfs", host=parsed.hostname, port=port, user=user)
     return Location(uri, fs, parsed.path or "/")
+
+
+DEFAULT_NAMENODE_RPC_PORT = 8020  # what hdfs://host/path means to Spark and Hadoop
+_checked_namenodes: set[tuple[str, int, int]] = set()
+
+
+def webhdfs_port() -> int:
+    """The NameNode's HTTP port (WebHDFS and JMX): $CLOUDBURST_WEBHDFS_PORT or Hadoop's default 9870."""
+    return int(os.environ.get("CLOUDBURST_WEBHDFS_PORT", "9870"))
+
+
+def check_namenode(host: str, rpc_port: int, http_port: int) -> None:
+    """Fail early and in one line when HDFS cannot take a pipeline step: the NameNode does not answer, is in safe
+    mode, or listens for RPC on another port than the URI's (Python would reach it over WebHDFS while Spark's
+    hdfs:// client could not). Checked once per NameNode and process."""
+    if (host, rpc_port, http_port) in _checked_namenodes:
+        return
+    import urllib.error
+    import urllib.request
+
+    where = f"hdfs://{host}:{rpc_port}"
+    url = f"http://{host}:{http_port}/jmx?qry=Hadoop:service=NameNode,name=NameNodeInfo"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            beans = json.load(reply).get("beans") or [{}]
+        url = f"http://{host}:{http_port}/jmx?qry=Hadoop:service=NameNode,name=NameNodeStatus"
+        with urllib.request.urlopen(url, timeout=10) as reply:
+            status = (json.load(reply).get("beans") or [{}])[0]
+    except (OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        raise DatasetError(f"{where}: HDFS does not answer — the NameNode's HTTP port {host}:{http_port} gave "
+                           f"{reason} (is HDFS up? `make hadoop-up`; another port: $CLOUDBURST_WEBHDFS_PORT)") from None
+    safe_mode = beans[0].get("Safemode", "")
+    if safe_mode:
+        raise DatasetError(f"{where}: HDFS is in safe mode and refuses writes ({safe_mode.strip()}); wait until it "
+                           f"leaves (`infra/hadoop/hadoop.sh status`) or check its DataNodes")
+    listening = status.get("HostAndPort", "")  # e.g. localhost:8020: the port is what matters here
+    port = listening.rsplit(":", 1)[-1]
+    if port.isdigit() and int(port) != rpc_port:
+        raise DatasetError(f"{where}: the NameNode at {host} takes hdfs:// connections on port {port}, not on port "
+                           f"{rpc_port}; use hdfs://{host}:{port}/…")
+    _checked_namenodes.add((host, rpc_port, http_port))
 
 
 def read_manifest(location: str) -> dict[str, Any] | None:
@@ -108,6 +151,38 @@ def file_sha256(fs: fsspec.AbstractFileSystem, path: str) -> str:
     return digest.hexdigest()
 
 
+def file_digest(fs: fsspec.AbstractFileSystem, path: str) -> str:
+    """A file's content id for manifests: its sha256, except for Parquet written by Spark, whose footer lists each
+    column's encodings in the order of a Java HashSet of enums — an order that changes from one JVM to the next,
+    so two runs writing the same rows (local mode or YARN) differ in a few footer bytes. For Parquet the id is the
+    sha256 of the data pages (every byte before the footer) plus the footer's meaning: schema, row groups' rows
+    and values, key-value metadata."""
+    if not path.endswith(".parquet"):
+        return file_sha256(fs, path)
+    import io
+
+    import pyarrow.parquet as pq
+
+    with fs.open(path, "rb") as handle:
+        content = handle.read()
+    footer_length = int.from_bytes(content[-8:-4], "little") if content[-4:] == b"PAR1" else -1
+    if content[:4] != b"PAR1" or not 0 < footer_length <= len(content) - 12:
+        raise DatasetError(f"{path}: not a Parquet file (no PAR1 magic or a bad footer length)")
+    metadata = pq.read_metadata(io.BytesIO(content))
+    digest = hashlib.sha256(content[: len(content) - 8 - footer_length])
+    digest.update(str(metadata.schema.to_arrow_schema()).encode())
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        digest.update(f"{group}:{row_group.num_rows}".encode())
+        for column in range(row_group.num_columns):
+            chunk = row_group.column(column)
+            digest.update(f"{chunk.path_in_schema}:{chunk.compression}:{chunk.data_page_offset}:"
+                          f"{chunk.total_compressed_size}:{sorted(chunk.encodings)}".encode())
+    for key, value in sorted((metadata.metadata or {}).items()):
+        digest.update(key + b"=" + value)
+    return digest.hexdigest()
+
+
 def code_version() -> str:
     """Package version plus the git commit of the checkout, when there is one."""
     from training import __version__
@@ -129,7 +204,7 @@ def _listing(where: Location) -> dict[str, str]:
         relative = path[len(where.path.rstrip("/")) + 1 :]
         if any(part.startswith((".", "_")) for part in relative.split("/")):
             continue
-        files[relative] = file_sha256(where.fs, path)
+        files[relative] = file_digest(where.fs, path)
     return files
 
 

@@ -23,6 +23,9 @@ os.environ.update({
     "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
     "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
     "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
+    # The NameNode the HDFS sensors ask over WebHDFS (as infra/airflow-env.sh): the real HDFS of `make test`.
+    "AIRFLOW_CONN_WEBHDFS_DEFAULT": json.dumps({"conn_type": "webhdfs", "host": "127.0.0.1",
+                                                "port": int(os.environ.get("CLOUDBURST_WEBHDFS_PORT", "9870"))}),
     # A second bundle holds the toy workload's DAG (tests/toy_workload/): a workload added as a user would add one.
     "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps([
         {"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",

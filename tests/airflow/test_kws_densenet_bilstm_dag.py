@@ -15,7 +15,7 @@ from training.contract import FEATURE_KINDS
 from training.workloads.kws_densenet_bilstm import KWS_TASKS
 
 DAG_ID = "kws_densenet_bilstm"
-PIPELINE = ["validate_run", "ingest", "features", "shard", "train", "evaluate"]
+PIPELINE = ["validate_run", "wait_for_raw_data", "ingest", "features", "shard", "check_shards", "train", "evaluate"]
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 from training.config import STRATEGIES, RunSpec, RunSpecError, setting, workload_settings
 
 DAG_ID = "mnist_elastic_cnn"
-PIPELINE = ["validate_run", "ingest", "augment", "shard", "train", "evaluate"]
+PIPELINE = ["validate_run", "wait_for_raw_data", "ingest", "augment", "shard", "check_shards", "train", "evaluate"]
 
 
 @pytest.fixture(scope="module")

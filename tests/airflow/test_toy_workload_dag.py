@@ -10,7 +10,7 @@ import pytest
 from training.config import STRATEGIES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-PIPELINE = ["validate_run", "ingest", "shard", "train", "evaluate"]
+PIPELINE = ["validate_run", "wait_for_raw_data", "ingest", "shard", "check_shards", "train", "evaluate"]
 
 
 @pytest.fixture(scope="module")

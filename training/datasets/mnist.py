@@ -166,6 +166,34 @@ def _from_directory(directory: Path) -> tuple[dict[str, SourceFile], dict[str, s
     return files, parse_checksums(sums_file.read_text()) if sums_file.is_file() else {}
 
 
+def _from_hdfs(uri: str) -> tuple[dict[str, SourceFile], dict[str, str]]:
+    """The four files (and SHA256SUMS, if there) from a directory on HDFS — a landing zone — over WebHDFS."""
+    where = storage.resolve(uri)
+    if not where.fs.isdir(where.path):
+        raise storage.DatasetError(f"{uri}: no such directory on HDFS")
+
+    def read(name: str) -> bytes | None:
+        path = f"{where.path.rstrip('/')}/{name}"
+        if not where.fs.isfile(path):
+            return None
+        if where.fs.size(path) > MAX_FILE_BYTES:
+            raise storage.DatasetError(f"{uri}/{name}: larger than {MAX_FILE_BYTES} bytes (no MNIST file is)")
+        with where.fs.open(path, "rb") as handle:
+            return handle.read()
+
+    files: dict[str, SourceFile] = {}
+    for stem in FILE_STEMS.values():
+        for name in (f"{stem}.gz", stem):
+            raw = read(name)
+            if raw is not None:
+                files[stem] = SourceFile(name, f"{uri.rstrip('/')}/{name}", raw)
+                break
+        else:
+            raise storage.DatasetError(f"{uri}: neither {stem}.gz nor {stem} found")
+    sums = read("SHA256SUMS")
+    return files, parse_checksums(sums.decode(errors="replace")) if sums else {}
+
+
 def _from_paths(paths: Sequence[str]) -> dict[str, SourceFile]:
     files: dict[str, SourceFile] = {}
     known = set(FILE_STEMS.values())
@@ -204,6 +232,8 @@ def fetch_sources(source: str | Sequence[str]) -> dict[str, SourceFile]:
     if len(sources) == 1 and sources[0].startswith(("http://", "https://")):
         files, checksums = _from_url(sources[0])
         checksums = {**{name: digest for name, digest in CANONICAL_CONTENT_SHA256.items()}, **checksums}
+    elif len(sources) == 1 and sources[0].startswith("hdfs://"):
+        files, checksums = _from_hdfs(sources[0])
     elif len(sources) == 1 and Path(sources[0]).is_dir():
         files, checksums = _from_directory(Path(sources[0]))
     elif len(sources) == 1:

@@ -122,7 +122,7 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     from training.jobs.spark_session import spark_session
 
     storage.require_manifest(spec.raw_uri(), mnist.DATASET_KIND)  # before the JVM starts
-    spark = spark_session("cloudburst-augment", master)
+    spark = spark_session("cloudburst-augment", master, spec)
     manifest, created = augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha,
                                         spec.sigma, spec.seed, overwrite)
     verb = "published" if created else "already complete, nothing to do:"

@@ -1,5 +1,5 @@
 """Every job's command line: the run specification's flags (the same names for every step, generated from the
-settings table), plus --overwrite and, for Spark jobs run outside spark-submit, --master. Errors a user can fix
+settings table, --spark-master among them), plus --overwrite. Errors a user can fix
 end the job with one line and exit status 2, never a traceback."""
 
 from __future__ import annotations
@@ -12,20 +12,19 @@ from collections.abc import Callable
 from training import storage
 from training.config import RunSpec
 from training.console import configure_logging
+from training.jobs.spark_session import ClusterCapacityError
 
 log = logging.getLogger("cloudburst")
 
 # What a user can fix: bad settings (RunSpecError is a ValueError), missing or foreign datasets, bad files.
-USER_ERRORS = (storage.DatasetError, ValueError, FileNotFoundError, PermissionError, NotADirectoryError)
+USER_ERRORS = (storage.DatasetError, ValueError, FileNotFoundError, PermissionError, NotADirectoryError,
+               ClusterCapacityError)
 
 
 def add_job_arguments(parser: argparse.ArgumentParser, spark: bool) -> None:
     RunSpec.add_arguments(parser)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different dataset at the step's destination (default: refuse)")
-    if spark:
-        parser.add_argument("--master", default=None,
-                            help="Spark master (default: spark-submit's, else $CLOUDBURST_SPARK_MASTER or local[*])")
 
 
 def job_parser(description: str, spark: bool) -> argparse.ArgumentParser:
@@ -51,9 +50,6 @@ def job_main(description: str, step: Callable[..., object], spark: bool, argv: l
 
     def action() -> None:
         spec = RunSpec.from_args(args).validate()
-        if spark:
-            step(spec, master=args.master, overwrite=args.overwrite)
-        else:
-            step(spec, overwrite=args.overwrite)
+        step(spec, overwrite=args.overwrite)
 
     sys.exit(run_reporting_errors(action))

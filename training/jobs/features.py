@@ -157,7 +157,7 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     from training.jobs.spark_session import spark_session
 
     storage.require_manifest(spec.raw_uri(), speech_ingest.DATASET_KIND)  # before the JVM starts
-    spark = spark_session("cloudburst-features", master)
+    spark = spark_session("cloudburst-features", master, spec)
     manifest, created = features_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.features,
                                          spec.augment_copies, spec.seed, overwrite)
     verb = "published" if created else "already complete, nothing to do:"

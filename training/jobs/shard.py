@@ -99,7 +99,7 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
         log.info("training on existing shards %s: nothing to shard", spec.existing_shards)
         return spec.existing_shards
     require_records(spec.augmented_uri())  # before the JVM starts
-    spark = spark_session("cloudburst-shard", master)
+    spark = spark_session("cloudburst-shard", master, spec)
     manifest, created = shard_dataset(spark, spec.augmented_uri(), spec.shards_uri(), spec.total_workers, spec.seed,
                                       overwrite)
     verb = "published" if created else "already complete, nothing to do:"

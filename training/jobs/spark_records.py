@@ -20,7 +20,8 @@ def write_parquet(frame: DataFrame, staging: storage.Location, name: str) -> Non
 
 
 def normalise_part_names(staging: storage.Location, name: str) -> None:
-    """Spark names parts ``part-00003-<uuid>-c000…``; keep the task number only, so re-runs match byte for byte."""
+    """Spark names parts ``part-00003-<uuid>-c000…``; keep the task number only, so re-runs publish the same file
+names (and, by storage.file_digest, the same content ids)."""
     directory = f"{staging.path}/{name}"
     for path in staging.fs.ls(directory, detail=False):
         base = path.rsplit("/", 1)[1]

@@ -1,33 +1,54 @@
-"""One place that builds Spark sessions with Cloudburst's defaults (local or cluster)."""
+"""One place that builds Spark sessions with Cloudburst's defaults: local mode, or a cluster (YARN, standalone)
+shaped by the run's nodes × workers_per_node."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from training.config import RunSpec
+
+log = logging.getLogger(__name__)
+
 DEFAULT_MASTER = "local[*]"
+# Passed on to YARN containers: the executors' Python reads the same workloads, stores and thread limits.
+EXECUTOR_ENVIRONMENT = ("CLOUDBURST_WORKLOADS", "CLOUDBURST_WEBHDFS_PORT", "CLOUDBURST_HDFS_USER", "HADOOP_USER_NAME",
+                        "MLFLOW_TRACKING_URI", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")
 
 
-def spark_session(app_name: str, master: str | None = None) -> SparkSession:
-    """Session on ``master`` if given, else spark-submit's, else $CLOUDBURST_SPARK_MASTER or local[*]."""
+class ClusterCapacityError(RuntimeError):
+    """The cluster did not give the run the executors it needs to run every worker at once."""
+
+
+def spark_session(app_name: str, master: str | None = None, spec: RunSpec | None = None) -> SparkSession:
+    """Session on ``master`` if given, else spark-submit's, else the run's ``spark_master``, else
+    $CLOUDBURST_SPARK_MASTER or local[*]. On a cluster, ``spec`` shapes the executors (one per node, a task slot
+    per worker; README "Workers per node")."""
     # Python workers must run the same interpreter (and so the same pyspark/numpy) as the driver.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     # Each Spark task is one core's worth of work; BLAS threads inside it would only oversubscribe.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    if master or not submitted_by_spark_submit():
-        builder = builder.master(master or default_master())
+    chosen = master
+    if chosen is None and not submitted_by_spark_submit():
+        chosen = (spec.spark_master if spec is not None else "") or default_master()
+    if chosen is not None:
+        builder = builder.master(chosen)
+    effective = chosen or SparkConf().get("spark.master", DEFAULT_MASTER)
     builder = (
         builder.config("spark.driver.memory", os.environ.get("CLOUDBURST_SPARK_DRIVER_MEMORY", "2g"))
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "4096")
@@ -35,11 +56,92 @@ def spark_session(app_name: str, master: str | None = None) -> SparkSession:
         .config("spark.ui.enabled", os.environ.get("CLOUDBURST_SPARK_UI", "true"))
         .config("spark.ui.showConsoleProgress", os.environ.get("CLOUDBURST_SPARK_PROGRESS", "true"))
     )
+    if not effective.startswith("local"):
+        for key, value in cluster_settings(effective, spec).items():
+            builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel(os.environ.get("CLOUDBURST_SPARK_LOG_LEVEL", "WARN"))
     if not session.sparkContext.master.startswith("local"):
         _ship_package(session)
+        log.info("Spark on %s: application %s", session.sparkContext.master, session.sparkContext.applicationId)
     return session
+
+
+def cluster_settings(master: str, spec: RunSpec | None) -> dict[str, str]:
+    """Spark settings for a cluster master: executors shaped by the run, YARN's jars from HDFS, the environment
+    executors need. Explicit settings (spark-submit --conf, spark-defaults.conf) are not overridden."""
+    from pyspark import SparkConf
+
+    given = SparkConf()
+    settings: dict[str, str] = {}
+    if spec is not None:
+        executor_cores = int(given.get("spark.executor.cores", os.environ.get("CLOUDBURST_EXECUTOR_CORES", "0"))
+                             or 0) or spec.workers_per_node
+        if executor_cores % spec.workers_per_node:
+            raise ValueError(f"spark.executor.cores={executor_cores} is not a multiple of workers_per_node="
+                             f"{spec.workers_per_node}: each node's cores must split evenly between its workers")
+        settings |= {
+            "spark.executor.instances": str(spec.nodes),
+            "spark.executor.cores": str(executor_cores),
+            "spark.task.cpus": str(executor_cores // spec.workers_per_node),
+            # All executors before the first stage: Horovod and Downpour need every worker running at once.
+            "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+            "spark.scheduler.maxRegisteredResourcesWaitingTime": f"{executor_wait_seconds()}s",
+            "spark.dynamicAllocation.enabled": "false",
+        }
+    settings["spark.executor.memory"] = os.environ.get("CLOUDBURST_SPARK_EXECUTOR_MEMORY", "2g")
+    if master.startswith("yarn") and os.environ.get("CLOUDBURST_SPARK_YARN_ARCHIVE"):
+        settings["spark.yarn.archive"] = os.environ["CLOUDBURST_SPARK_YARN_ARCHIVE"]
+    python = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    settings["spark.pyspark.python"] = python
+    for name in EXECUTOR_ENVIRONMENT:
+        if os.environ.get(name):
+            settings[f"spark.executorEnv.{name}"] = os.environ[name]
+    settings["spark.executorEnv.OMP_NUM_THREADS"] = "1"
+    settings["spark.executorEnv.OPENBLAS_NUM_THREADS"] = "1"
+    return {key: value for key, value in settings.items() if not given.contains(key)}
+
+
+def executor_wait_seconds() -> int:
+    return int(os.environ.get("CLOUDBURST_EXECUTOR_WAIT_S", "120"))
+
+
+def wait_for_executors(spark: SparkSession, spec: RunSpec) -> None:
+    """On a cluster, wait (bounded) until every node's executor runs, so a gang-scheduled stage (Horovod's ring,
+    Downpour's barrier) never waits forever for workers the cluster cannot give; a clear error instead."""
+    context = spark.sparkContext
+    if context.master.startswith("local"):
+        return
+    deadline = time.monotonic() + executor_wait_seconds()
+    while True:
+        executors = context._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
+        if executors >= spec.nodes:
+            return
+        if time.monotonic() > deadline:
+            raise ClusterCapacityError(
+                f"{context.master} gave {executors} of the {spec.nodes} executors this run needs "
+                f"(nodes={spec.nodes} × workers_per_node={spec.workers_per_node}: executors of "
+                f"{spark.conf.get('spark.executor.cores')} cores and {spark.conf.get('spark.executor.memory')}) "
+                f"within {executor_wait_seconds()} s{cluster_capacity_hint(context.master)}; free capacity or "
+                f"ask for fewer workers ($CLOUDBURST_EXECUTOR_WAIT_S waits longer)")
+        time.sleep(1)
+
+
+def cluster_capacity_hint(master: str) -> str:
+    """What YARN's ResourceManager says is free, when it can be asked."""
+    if not master.startswith("yarn"):
+        return ""
+    import json
+    import urllib.request
+
+    address = os.environ.get("CLOUDBURST_YARN_WEB", "127.0.0.1:8088")
+    try:
+        with urllib.request.urlopen(f"http://{address}/ws/v1/cluster/metrics", timeout=5) as reply:
+            metrics = json.load(reply)["clusterMetrics"]
+    except (OSError, ValueError, KeyError):
+        return ""
+    return (f" (YARN at {address}: {metrics.get('availableMB')} MB and {metrics.get('availableVirtualCores')} vcores "
+            f"free, {metrics.get('activeNodes')} active NodeManagers)")
 
 
 def submitted_by_spark_submit() -> bool:

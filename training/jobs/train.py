@@ -65,6 +65,9 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
                  spec.total_workers, spec.config, spec.epochs)
         result = get_strategy(spec.strategy).train(
             spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"), spec.run_uri(), spark)
+        # Where it ran, as MLflow tags: the master and (on YARN) the application id to find its logs by.
+        result.extra.update({"spark_master": spark.sparkContext.master,
+                             "spark_application_id": spark.sparkContext.applicationId})
         record = {"result": result.to_mapping(), "data_version": augmented["data_version"]}
         storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     result = TrainingResult.from_mapping(record["result"])
@@ -89,15 +92,20 @@ def _json_bytes(content: dict[str, Any]) -> bytes:
 
 def training_session(spec: RunSpec, master: str | None = None) -> SparkSession:
     """A session with a task slot per worker: in local mode Horovod and Downpour need all workers running at once."""
-    from training.jobs.spark_session import spark_session
+    from training.jobs.spark_session import spark_session, wait_for_executors
 
-    spark = spark_session("cloudburst-train", master)
+    spark = spark_session("cloudburst-train", master, spec)
     context = spark.sparkContext
     if context.master.startswith("local") and context.defaultParallelism < spec.total_workers:
         log.info("local mode with %d slots for %d workers: restarting Spark as local[%d]",
                  context.defaultParallelism, spec.total_workers, spec.total_workers)
         spark.stop()
         spark = spark_session("cloudburst-train", f"local[{spec.total_workers}]")
+    try:
+        wait_for_executors(spark, spec)
+    except BaseException:
+        spark.stop()
+        raise
     return spark
 
 

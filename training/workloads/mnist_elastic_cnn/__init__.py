@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from training.contract import AUGMENT, EVALUATE, INGEST, REPO_ROOT, SHARD, TRAIN
 from training.settings import AUGMENTATION, DATA, RunSpecError, Setting
@@ -55,8 +56,14 @@ def check(spec: RunSpec) -> None:
 
 def check_source(spec: RunSpec) -> None:
     source = spec.resolved_data_source()
+    if source.startswith("hdfs://"):  # a landing zone: whether the files are there yet is the sensor's to wait for
+        if not urlparse(source).hostname:
+            raise RunSpecError(f"data_source={source!r}: an hdfs URI needs a namenode host, e.g. "
+                               "hdfs://namenode:8020/landing/mnist")
+        return
     if not source.startswith(("http://", "https://")) and not Path(source).is_dir():
-        raise RunSpecError(f"data_source={source!r}: no such directory (give a directory or an http(s) URL)")
+        raise RunSpecError(f"data_source={source!r}: no such directory (give a directory, an hdfs:// directory or "
+                           "an http(s) URL)")
 
 
 DEFINITION = WorkloadDefinition(
@@ -70,8 +77,9 @@ DEFINITION = WorkloadDefinition(
     trainable="training.workloads.mnist_elastic_cnn.trainable:trainable",
     default_source=str(VENDORED_MNIST),
     settings=SETTINGS,
-    source_help="MNIST: a directory holding the four IDX files (.gz or raw) with an optional SHA256SUMS, or an "
-                "http(s) base URL; empty: the copy vendored in the repository (offline).",
+    source_help="MNIST: a directory holding the four IDX files (.gz or raw) with an optional SHA256SUMS — local or "
+                "an hdfs:// landing zone the DAG waits for — or an http(s) base URL; empty: the copy vendored in the "
+                "repository (offline).",
     check=check,
     check_source=check_source,
     assets={INGEST: ("mnist_raw", "x-cloudburst://datasets/mnist/raw"),

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make test`: lint, then every test — the training environment's (Spark, Horovod, MLflow, and the real Hadoop),
+# then the Airflow environment's (DAG runs). The Hadoop daemons are started here if they are not running, and
+# stopped again at the end — on failure too — unless they were already up before (then they are left running).
+# PYTEST_ARGS is passed to both pytest runs.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+.venv/training/bin/ruff check .
+
+started_hadoop=0
+if ! infra/hadoop/hadoop.sh status > /dev/null 2>&1; then
+    started_hadoop=1
+fi
+stop_hadoop() {
+    if [[ "$started_hadoop" == 1 ]]; then
+        infra/hadoop/hadoop.sh down || true
+    fi
+}
+trap stop_hadoop EXIT
+infra/hadoop/hadoop.sh up
+eval "$(infra/hadoop/hadoop.sh env)"
+export CLOUDBURST_REQUIRE_HADOOP=1  # a test that needs Hadoop fails, never skips, under make test
+
+read -r -a pytest_args <<< "${PYTEST_ARGS:-}"
+.venv/training/bin/python -m pytest --ignore=tests/airflow "${pytest_args[@]}"
+.venv/airflow/bin/python -m pytest tests/airflow "${pytest_args[@]}"

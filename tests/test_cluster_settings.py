@@ -1,0 +1,57 @@
+"""The spark_master setting and the executor shape a cluster run asks for (README "Workers per node")."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.config import RunSpec, RunSpecError
+from training.jobs.spark_session import cluster_settings
+
+
+@pytest.mark.parametrize("master", ["", "local", "local[*]", "local[4]", "yarn", "spark://master:7077",
+                                    "spark://a:7077,b:7077"])
+def test_spark_masters_that_spark_understands_are_accepted(master):
+    assert RunSpec(spark_master=master).validate().spark_master == master
+
+
+@pytest.mark.parametrize("master", ["mesos://m:5050", "local[0]", "yarn-client", "spark://nohost", "local[*] ",
+                                    "k8s://https://x"])
+def test_other_masters_are_refused_naming_the_setting(master):
+    with pytest.raises(RunSpecError, match=r"spark_master=.*must be local, local\[\*\], local\[N\], yarn or spark"):
+        RunSpec(spark_master=master).validate()
+
+
+def test_the_master_is_a_flag_of_every_step():
+    spec = RunSpec(spark_master="yarn")
+    assert "--spark-master" in spec.to_args() and "yarn" in spec.to_args()
+
+
+@pytest.mark.parametrize(("nodes", "workers_per_node", "executor_cores", "task_cpus"),
+                         [(1, 2, None, "1"), (2, 2, None, "1"), (2, 1, None, "1"), (1, 2, "4", "2"), (3, 4, "8", "2")])
+def test_one_executor_per_node_and_a_task_slot_per_worker(monkeypatch, nodes, workers_per_node, executor_cores,
+                                                          task_cpus):
+    if executor_cores:
+        monkeypatch.setenv("CLOUDBURST_EXECUTOR_CORES", executor_cores)
+    else:
+        monkeypatch.delenv("CLOUDBURST_EXECUTOR_CORES", raising=False)
+    settings = cluster_settings("yarn", RunSpec(nodes=nodes, workers_per_node=workers_per_node))
+    assert settings["spark.executor.instances"] == str(nodes)
+    assert settings["spark.executor.cores"] == (executor_cores or str(workers_per_node))
+    assert settings["spark.task.cpus"] == task_cpus
+    assert settings["spark.dynamicAllocation.enabled"] == "false"
+    assert settings["spark.scheduler.minRegisteredResourcesRatio"] == "1.0"
+
+
+def test_executor_cores_that_do_not_split_between_the_workers_are_refused(monkeypatch):
+    monkeypatch.setenv("CLOUDBURST_EXECUTOR_CORES", "3")
+    with pytest.raises(ValueError, match="spark.executor.cores=3 is not a multiple of workers_per_node=2"):
+        cluster_settings("yarn", RunSpec(workers_per_node=2))
+
+
+def test_yarn_gets_spark_jars_from_hdfs_and_the_executors_the_runs_environment(monkeypatch):
+    monkeypatch.setenv("CLOUDBURST_SPARK_YARN_ARCHIVE", "hdfs://127.0.0.1:9000/spark/jars.zip")
+    monkeypatch.setenv("CLOUDBURST_WORKLOADS", "toy_workload")
+    settings = cluster_settings("yarn", RunSpec())
+    assert settings["spark.yarn.archive"] == "hdfs://127.0.0.1:9000/spark/jars.zip"
+    assert settings["spark.executorEnv.CLOUDBURST_WORKLOADS"] == "toy_workload"
+    assert "spark.yarn.archive" not in cluster_settings("spark://m:7077", RunSpec())

@@ -1,0 +1,133 @@
+"""The pipeline on the real Hadoop of `make test`: datasets on HDFS, Spark on YARN, through the `cloudburst`
+command as a user runs it. Local mode and YARN publish byte-identical datasets; Horovod and Downpour train on YARN
+executors; a cluster without room for every worker is a clear error, not a hang."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from training import storage
+from training.config import RunSpec
+
+pytestmark = [pytest.mark.hadoop, pytest.mark.spark]
+
+CLI = str(Path(sys.executable).parent / "cloudburst")
+SLICE = {"train_limit": 600, "test_limit": 200, "nodes": 1, "workers_per_node": 2}
+
+
+def cloudburst(step: str, spec: RunSpec, timeout: int = 900, **environment: str) -> subprocess.CompletedProcess:
+    result = subprocess.run([CLI, step, *spec.to_args()], capture_output=True, text=True, timeout=timeout,
+                            env={**os.environ, "CLOUDBURST_SPARK_PROGRESS": "false", **environment})
+    return result
+
+
+def run_steps(spec: RunSpec, steps: list[str]) -> None:
+    for step in steps:
+        result = cloudburst(step, spec)
+        assert result.returncode == 0, f"{step} on {spec.spark_master}:\n{result.stderr[-4000:]}"
+
+
+@pytest.fixture(scope="module")
+def mnist_on_hdfs(hadoop):
+    """Ingest → augment → shard of an MNIST slice, once on HDFS + YARN and once on local disk + local[2]."""
+    root = hadoop.fresh_directory("pipeline")
+    import tempfile
+
+    local_root = tempfile.mkdtemp(prefix="cloudburst-local-twin-")
+    on_yarn = RunSpec(**SLICE, data_root=root, spark_master="yarn", tracking_uri=f"sqlite:///{local_root}/ml.db")
+    on_local = RunSpec(**SLICE, data_root=local_root, spark_master="local[2]")
+    run_steps(on_yarn, ["ingest", "augment", "shard"])
+    run_steps(on_local, ["ingest", "augment", "shard"])
+    yield on_yarn, on_local
+    hadoop.remove(root)
+
+
+def test_ingest_augment_shard_on_yarn_publish_the_same_bytes_as_local_mode(hadoop, mnist_on_hdfs):
+    on_yarn, on_local = mnist_on_hdfs
+    for uri_of in (RunSpec.raw_uri, RunSpec.augmented_uri, RunSpec.shards_uri):
+        remote, local = storage.require_manifest(uri_of(on_yarn)), storage.require_manifest(uri_of(on_local))
+        assert remote["uri"].startswith(hadoop.hdfs_uri)
+        assert remote["files"] == local["files"], uri_of.__name__
+        assert remote["data_version"] == local["data_version"]
+    yarn_apps = {app["name"] for app in hadoop.yarn_applications() if app["finalStatus"] == "SUCCEEDED"}
+    assert {"cloudburst-augment", "cloudburst-shard"} <= yarn_apps
+
+
+def test_a_rerun_on_yarn_is_a_noop(mnist_on_hdfs):
+    on_yarn, _ = mnist_on_hdfs
+    before = storage.require_manifest(on_yarn.shards_uri())
+    result = cloudburst("shard", on_yarn)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "already complete, nothing to do" in result.stderr
+    assert storage.require_manifest(on_yarn.shards_uri()) == before
+
+
+@pytest.mark.timeout(1200)
+@pytest.mark.parametrize(("strategy", "epochs"), [("horovod", 2), ("downpour", 4)])
+def test_training_on_yarn_executors_ends_in_mlflow_with_the_application_id(mnist_on_hdfs, tmp_path, strategy, epochs):
+    import mlflow
+
+    on_yarn, _ = mnist_on_hdfs
+    spec = RunSpec(**{**on_yarn.to_mapping(), "strategy": strategy, "epochs": epochs,
+                      "run_name": f"yarn-{strategy}", "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db"})
+    run_steps(spec, ["train", "evaluate"])
+    client = mlflow.MlflowClient(spec.tracking_uri)
+    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id])
+    assert run.data.tags["spark_master"] == "yarn"
+    assert run.data.tags["spark_application_id"].startswith("application_")
+    assert run.data.metrics["test_accuracy"] > 0.3  # 1200 images on 2 workers: well above chance (0.1)
+    checkpoints = storage.resolve(storage.join(spec.run_uri(), "checkpoints"))
+    assert checkpoints.uri.startswith("hdfs://") and checkpoints.fs.exists(checkpoints.path)
+
+
+def test_yarn_without_room_for_every_worker_is_a_clear_error_not_a_hang(mnist_on_hdfs):
+    """Three 5 GB executors do not fit the NodeManager's 12 GB: the job says so within the wait, in one line."""
+    on_yarn, _ = mnist_on_hdfs
+    spec = RunSpec(**{**on_yarn.to_mapping(), "nodes": 3, "workers_per_node": 1, "run_name": "no-room"})
+    # The shards exist for 2 workers; 3 nodes need 3: validation would stop it first, so shard for 3 on HDFS.
+    result = cloudburst("shard", spec)
+    assert result.returncode == 0, result.stderr[-3000:]
+    result = cloudburst("train", spec, timeout=300, CLOUDBURST_SPARK_EXECUTOR_MEMORY="5g",
+                        CLOUDBURST_EXECUTOR_WAIT_S="30")
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if "ERROR cloudburst" in line]
+    assert len(errors) == 1 and "Traceback" not in result.stderr
+    assert "of the 3 executors this run needs" in errors[0] and "MB and" in errors[0], errors[0]
+
+
+def test_a_wrong_namenode_port_is_one_line_before_any_spark_job(hadoop, tmp_path):
+    from urllib.parse import urlparse
+
+    parsed = urlparse(hadoop.hdfs_uri)
+    spec = RunSpec(**SLICE, data_root=f"hdfs://{parsed.hostname}:{parsed.port + 1}/cloudburst", spark_master="yarn")
+    result = cloudburst("ingest", spec, timeout=120)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"takes hdfs:// connections on port {parsed.port}, not on port {parsed.port + 1}" in result.stderr
+
+
+def test_mnist_ingests_from_an_hdfs_landing_zone_with_its_checksums(hadoop, hdfs_root, mnist_source, tmp_path):
+    landing = storage.join(hdfs_root, "landing", "mnist")
+    where = storage.resolve(landing)
+    where.fs.makedirs(where.path, exist_ok=True)
+    for path in sorted(mnist_source.iterdir()):
+        where.fs.put_file(str(path), f"{where.path}/{path.name}")
+    spec = RunSpec(train_limit=300, test_limit=100, data_source=landing, data_root=str(tmp_path / "data"))
+    result = cloudburst("ingest", spec, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    local = RunSpec(train_limit=300, test_limit=100, data_root=str(tmp_path / "local"))
+    assert cloudburst("ingest", local, timeout=300).returncode == 0
+    assert storage.require_manifest(spec.raw_uri())["files"] == storage.require_manifest(local.raw_uri())["files"]
+    # A corrupted file in the landing zone is refused by its checksum, naming it; nothing is published.
+    with where.fs.open(f"{where.path}/t10k-labels-idx1-ubyte.gz", "wb") as handle:
+        handle.write(b"\x1f\x8b not the labels")
+    spec = RunSpec(train_limit=300, test_limit=100, data_source=landing, data_root=str(tmp_path / "other"))
+    result = cloudburst("ingest", spec, timeout=300)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "t10k-labels-idx1-ubyte.gz" in result.stderr
+    assert storage.read_manifest(spec.raw_uri()) is None
