@@ -20,6 +20,10 @@ stop_hadoop() {
 trap stop_hadoop EXIT
 infra/hadoop/hadoop.sh up
 eval "$(infra/hadoop/hadoop.sh env)"
+# The cluster's configuration goes only to the tests that use the cluster (tests/hadoop_cluster.py hands it on):
+# with HADOOP_CONF_DIR set for everything, local-mode Spark sessions would read plain paths from HDFS.
+export CLOUDBURST_TEST_HADOOP_CONF_DIR="$HADOOP_CONF_DIR"
+unset HADOOP_CONF_DIR
 export CLOUDBURST_REQUIRE_HADOOP=1  # a test that needs Hadoop fails, never skips, under make test
 
 read -r -a pytest_args <<< "${PYTEST_ARGS:-}"

@@ -43,7 +43,9 @@ class Hadoop:
 
 def hadoop_or_skip() -> Hadoop:
     """The running cluster, or a skip (a failure under make test) saying how to start it."""
-    uri, conf_dir = os.environ.get("CLOUDBURST_HDFS_URI"), os.environ.get("HADOOP_CONF_DIR")
+    # make test passes the configuration as CLOUDBURST_TEST_HADOOP_CONF_DIR (infra/run-tests.sh says why).
+    uri = os.environ.get("CLOUDBURST_HDFS_URI")
+    conf_dir = os.environ.get("CLOUDBURST_TEST_HADOOP_CONF_DIR") or os.environ.get("HADOOP_CONF_DIR")
 
     def unavailable(reason: str):
         if os.environ.get("CLOUDBURST_REQUIRE_HADOOP"):
@@ -52,6 +54,7 @@ def hadoop_or_skip() -> Hadoop:
 
     if not uri or not conf_dir:
         unavailable("CLOUDBURST_HDFS_URI / HADOOP_CONF_DIR are not set")
+    assert uri is not None and conf_dir is not None
     from urllib.parse import urlparse
 
     from training import storage

@@ -21,9 +21,12 @@ SLICE = {"train_limit": 600, "test_limit": 200, "nodes": 1, "workers_per_node": 
 
 
 def cloudburst(step: str, spec: RunSpec, timeout: int = 900, **environment: str) -> subprocess.CompletedProcess:
-    result = subprocess.run([CLI, step, *spec.to_args()], capture_output=True, text=True, timeout=timeout,
-                            env={**os.environ, "CLOUDBURST_SPARK_PROGRESS": "false", **environment})
-    return result
+    """The `cloudburst` command, as a user with the cluster's configuration in HADOOP_CONF_DIR runs it."""
+    from hadoop_cluster import hadoop_or_skip
+
+    cluster = {"HADOOP_CONF_DIR": hadoop_or_skip().conf_dir, "CLOUDBURST_SPARK_PROGRESS": "false"}
+    return subprocess.run([CLI, step, *spec.to_args()], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **cluster, **environment})
 
 
 def run_steps(spec: RunSpec, steps: list[str]) -> None:
@@ -130,4 +133,17 @@ def test_mnist_ingests_from_an_hdfs_landing_zone_with_its_checksums(hadoop, hdfs
     result = cloudburst("ingest", spec, timeout=300)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "t10k-labels-idx1-ubyte.gz" in result.stderr
+    assert storage.read_manifest(spec.raw_uri()) is None
+
+
+def test_hdfs_in_safe_mode_is_one_line_and_nothing_is_written(hadoop, tmp_path):
+    admin = [str(Path(__file__).resolve().parents[1] / "infra" / "hadoop" / "hadoop.sh"), "dfsadmin", "-safemode"]
+    spec = RunSpec(**SLICE, data_root=f"{hadoop.hdfs_uri}/cloudburst-tests/safe-mode", spark_master="yarn")
+    subprocess.run([*admin, "enter"], check=True, capture_output=True, timeout=150)
+    try:
+        result = cloudburst("ingest", spec, timeout=120)
+    finally:
+        subprocess.run([*admin, "leave"], check=True, capture_output=True, timeout=150)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert "HDFS is in safe mode and refuses writes" in result.stderr
     assert storage.read_manifest(spec.raw_uri()) is None

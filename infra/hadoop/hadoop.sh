@@ -11,6 +11,7 @@
 #                                         CLOUDBURST_HDFS_URI, CLOUDBURST_WEBHDFS_PORT, CLOUDBURST_YARN_WEB
 #                                         (host:port), CLOUDBURST_SPARK_YARN_ARCHIVE (once uploaded)
 #   infra/hadoop/hadoop.sh spark-archive  zip pyspark's jars once and put them on HDFS for spark.yarn.archive
+#   infra/hadoop/hadoop.sh dfsadmin ARGS  Hadoop's DFSAdmin (e.g. -safemode get|enter|leave, -report)
 # Layout: var/hadoop/conf (HADOOP_CONF_DIR, rendered from infra/hadoop/conf/*.template), var/hadoop/data
 # (NameNode and DataNode dirs), var/hadoop/logs/<daemon>.log (+ userlogs/ of YARN containers), var/hadoop/pids.
 # Ports: the PORTS table below; each has an environment variable, read when the cluster starts from nothing
@@ -600,6 +601,16 @@ cmd_env() {
     fi
 }
 
+# Hadoop's own HDFS admin tool (what `hdfs dfsadmin` runs), e.g. `hadoop.sh dfsadmin -safemode get|enter|leave`
+# or `-report`; bounded like everything here.
+cmd_dfsadmin() {
+    find_java
+    resolve_jars
+    set_jvm_opts dfsadmin 256m
+    HADOOP_CONF_DIR="$CONF" timeout 120 "$JAVA" "${JVM_OPTS[@]}" -cp "$CLASSPATH_" \
+        org.apache.hadoop.hdfs.tools.DFSAdmin "$@"
+}
+
 load_ports
 case "${1:-}" in
     up) cmd_up ;;
@@ -607,5 +618,6 @@ case "${1:-}" in
     status) cmd_status ;;
     env) cmd_env ;;
     spark-archive) cmd_spark_archive ;;
-    *) echo "usage: $0 up|down|status|env|spark-archive" >&2; exit 2 ;;
+    dfsadmin) shift; cmd_dfsadmin "$@" ;;
+    *) echo "usage: $0 up|down|status|env|spark-archive|dfsadmin ARGS" >&2; exit 2 ;;
 esac

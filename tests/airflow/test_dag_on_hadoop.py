@@ -16,8 +16,10 @@ def cluster():
 
 
 @pytest.mark.timeout(1500)
-def test_the_mnist_dag_on_hdfs_and_yarn_ends_in_mlflow(dag_bag, cluster, tmp_path):
+def test_the_mnist_dag_on_hdfs_and_yarn_ends_in_mlflow(dag_bag, cluster, tmp_path, monkeypatch):
     import mlflow
+
+    monkeypatch.setenv("HADOOP_CONF_DIR", cluster.conf_dir)  # what spark-submit reads to find YARN
 
     from training import storage
     from training.config import RunSpec

@@ -127,11 +127,14 @@ def test_an_hdfs_source_with_no_namenode_answering_fails_the_poke_naming_both(de
 def test_under_dag_test_the_sensor_is_rescheduled_until_the_data_lands(dag_bag, hdfs_dir, monkeypatch):
     """Reschedule mode works under dag.test(): the sensor gives its slot back, is run again, and succeeds once the
     data is there (the other tasks are marked successful: this run is about the wait)."""
+    from airflow.dag_processing.dagbag import DagBag
     from airflow.models.taskreschedule import TaskReschedule
     from airflow.utils.session import create_session
     from sqlalchemy import func, select
 
-    dag = dag_bag.dags[MNIST]
+    # A DAG object of its own: dag.test(run_conf=…) leaves the conf in the DAG's params, and the shared one's
+    # later runs (test_mnist_elastic_cnn_dag.py) would wait for this landing zone.
+    dag = DagBag(dag_folder=dag_bag.dag_folder).dags[MNIST]
     sensor = dag.get_task("wait_for_raw_data")
     assert sensor.mode == "reschedule"
     monkeypatch.setattr(sensor, "poke_interval", 1.0)
