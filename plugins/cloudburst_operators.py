@@ -22,6 +22,7 @@ from airflow.sdk import Asset, BaseOperator
 from training import storage
 from training.config import RunSpec, RunSpecError, run_name_from
 from training.contract import EVALUATE, EVALUATION_FILE, IMAGE_SHARDS, REPO_ROOT, RUN_SPEC_FILE, job_module, job_path
+from training.jobs.spark_session import check_cluster_configuration
 
 
 def training_python() -> Path:
@@ -123,6 +124,7 @@ class CloudburstCommandOperator(BaseOperator):
 def validate_run(workload: str, **context: Any) -> dict[str, Any]:
     """Reject bad settings before any Spark job starts, naming the value and why."""
     spec = run_spec(context, workload).validate().validate_sources()
+    check_cluster_configuration(spec.spark_master)
     if spec.existing_shards:
         manifest = storage.require_manifest(spec.existing_shards, IMAGE_SHARDS)
         spec.validate_shards(manifest["num_shards"])

@@ -55,3 +55,15 @@ def test_yarn_gets_spark_jars_from_hdfs_and_the_executors_the_runs_environment(m
     assert settings["spark.yarn.archive"] == "hdfs://127.0.0.1:9000/spark/jars.zip"
     assert settings["spark.executorEnv.CLOUDBURST_WORKLOADS"] == "toy_workload"
     assert "spark.yarn.archive" not in cluster_settings("spark://m:7077", RunSpec())
+
+
+def test_yarn_without_its_configuration_is_one_line_naming_the_fix(monkeypatch):
+    from training.jobs.spark_session import check_cluster_configuration
+
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    with pytest.raises(ValueError, match=r"spark_master='yarn': set HADOOP_CONF_DIR"):
+        check_cluster_configuration("yarn")
+    check_cluster_configuration("local[2]")
+    monkeypatch.setenv("HADOOP_CONF_DIR", "/etc/hadoop/conf")
+    check_cluster_configuration("yarn")

@@ -29,7 +29,12 @@ def test_the_mnist_dag_on_hdfs_and_yarn_ends_in_mlflow(dag_bag, cluster, tmp_pat
     conf = {"train_limit": 1000, "test_limit": 300, "epochs": 1, "strategy": "horovod", "data_root": data_root,
             "spark_master": "yarn", "tracking_uri": tracking_uri, "run_name": "on-yarn"}
     try:
-        dag_run = dag_bag.dags["mnist_elastic_cnn"].test(run_conf=conf)
+        from airflow.dag_processing.dagbag import DagBag
+
+        # A DAG object of its own: dag.test(run_conf=…) leaves the conf in the DAG's params, and the shared one's
+        # later runs (test_mnist_elastic_cnn_dag.py) would run on YARN under this run name.
+        dag = DagBag(dag_folder=dag_bag.dag_folder).dags["mnist_elastic_cnn"]
+        dag_run = dag.test(run_conf=conf)
         states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
         assert set(states.values()) == {"success"}, states
 

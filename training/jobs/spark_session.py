@@ -57,6 +57,7 @@ def spark_session(app_name: str, master: str | None = None, spec: RunSpec | None
         .config("spark.ui.showConsoleProgress", os.environ.get("CLOUDBURST_SPARK_PROGRESS", "true"))
     )
     if not effective.startswith("local"):
+        check_cluster_configuration(effective)
         for key, value in cluster_settings(effective, spec).items():
             builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -65,6 +66,14 @@ def spark_session(app_name: str, master: str | None = None, spec: RunSpec | None
         _ship_package(session)
         log.info("Spark on %s: application %s", session.sparkContext.master, session.sparkContext.applicationId)
     return session
+
+
+def check_cluster_configuration(master: str) -> None:
+    """YARN is found through HADOOP_CONF_DIR (or YARN_CONF_DIR): say so in one line before Spark fails deep in a
+    log."""
+    if master.startswith("yarn") and not (os.environ.get("HADOOP_CONF_DIR") or os.environ.get("YARN_CONF_DIR")):
+        raise ValueError(f"spark_master={master!r}: set HADOOP_CONF_DIR to the cluster's client configuration "
+                         "(here: eval \"$(infra/hadoop/hadoop.sh env)\")")
 
 
 def cluster_settings(master: str, spec: RunSpec | None) -> dict[str, str]:
