@@ -127,7 +127,7 @@ def validate_run(workload: str, **context: Any) -> dict[str, Any]:
     check_cluster_configuration(spec.spark_master)
     if spec.existing_shards:
         manifest = storage.require_manifest(spec.existing_shards, IMAGE_SHARDS)
-        spec.validate_shards(manifest["num_shards"])
+        spec.validate_shards(manifest["num_shards"], [shard["rows"] for shard in manifest["shards"]])
     recorded = storage.read_json(storage.join(spec.run_uri(), RUN_SPEC_FILE))
     changed = spec.differences(recorded) if recorded is not None else []
     if changed:  # caught here, not after ingest/augment/shard ran for nothing

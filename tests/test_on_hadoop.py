@@ -147,3 +147,31 @@ def test_hdfs_in_safe_mode_is_one_line_and_nothing_is_written(hadoop, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert "HDFS is in safe mode and refuses writes" in result.stderr
     assert storage.read_manifest(spec.raw_uri()) is None
+
+
+@pytest.mark.timeout(1500)
+def test_keyword_spotting_runs_every_step_on_yarn_and_hdfs_with_model_averaging(hadoop, hdfs_root, tmp_path):
+    """The second workload on the same cluster: clips ingested to HDFS, features computed by YARN executors (the
+    same content as local mode), shards, model averaging on YARN and an evaluation logged to MLflow."""
+    import mlflow
+    from test_speech_ingest import make_corpus
+
+    corpus = make_corpus(tmp_path / "corpus", words=("yes", "no", "up", "down", "cat", "dog"), bad=False)
+    common = {"workload": "kws_densenet_bilstm", "data_source": str(corpus), "augment_copies": 1, "epochs": 1,
+              "batch_size_per_worker": 16, "strategy": "averaging", "rounds_per_epoch": 1, "nodes": 1,
+              "workers_per_node": 2, "run_name": "kws-on-yarn", "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db"}
+    on_yarn = RunSpec(**common, data_root=hdfs_root, spark_master="yarn")
+    run_steps(on_yarn, ["ingest", "features", "shard", "train", "evaluate"])
+    on_local = RunSpec(**common, data_root=str(tmp_path / "local"), spark_master="local[2]")
+    run_steps(on_local, ["ingest", "features"])
+    for uri_of in (RunSpec.raw_uri, RunSpec.augmented_uri):
+        remote, local = storage.require_manifest(uri_of(on_yarn)), storage.require_manifest(uri_of(on_local))
+        assert remote["uri"].startswith(hadoop.hdfs_uri)
+        assert remote["files"] == local["files"], uri_of.__name__
+    client = mlflow.MlflowClient(on_yarn.tracking_uri)
+    [run] = client.search_runs([client.get_experiment_by_name(on_yarn.workload).experiment_id])
+    assert run.data.tags["spark_master"] == "yarn"
+    assert run.data.tags["spark_application_id"].startswith("application_")
+    assert 0.0 <= run.data.metrics["test_accuracy"] <= 1.0 and run.data.params["strategy"] == "averaging"
+    yarn_apps = {app["name"] for app in hadoop.yarn_applications() if app["finalStatus"] == "SUCCEEDED"}
+    assert {"cloudburst-features", "cloudburst-train"} <= yarn_apps

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 import pytest
 
@@ -44,6 +45,21 @@ def test_more_workers_than_shards_is_rejected():
     with pytest.raises(RunSpecError, match="4 workers but the dataset has 2 shards"):
         RunSpec(nodes=2, workers_per_node=2).validate_shards(2)
     RunSpec(nodes=1, workers_per_node=2).validate_shards(4)  # a worker may take several shards
+
+
+@pytest.mark.parametrize(("strategy", "extra", "needed"), [
+    ("horovod", {"backward_passes_per_step": 2},
+     "32 per worker (batch_size_per_worker 16 × backward_passes_per_step 2)"),
+    ("averaging", {"rounds_per_epoch": 3}, "48 per worker (batch_size_per_worker 16 × rounds_per_epoch 3)"),
+    ("downpour", {}, "16 per worker (batch_size_per_worker 16)"),
+])
+def test_a_shard_too_small_for_one_step_is_refused_on_the_driver(strategy, extra, needed):
+    spec = RunSpec(strategy=strategy, nodes=1, workers_per_node=2, batch_size_per_worker=16, **extra)
+    minimum = int(needed.split()[0])
+    spec.validate_shards(4, [minimum // 2, 500, minimum - minimum // 2, 500])  # worker 0 holds shards 0 and 2
+    with pytest.raises(RunSpecError, match=f"worker 1 gets {minimum - 1} training examples but {strategy} needs "
+                                           rf"at least {re.escape(needed)}"):
+        spec.validate_shards(2, [500, minimum - 1])
 
 
 def test_spec_survives_cli_flags_unchanged():

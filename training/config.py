@@ -14,6 +14,7 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from training import workloads
@@ -154,12 +155,35 @@ class _RunSpecMethods:
             self.definition.check_source(self)
         return self
 
-    def validate_shards(self, num_shards: int) -> None:
-        """Every worker needs a shard of its own; with more shards than workers, a worker takes several."""
+    def validate_shards(self, num_shards: int, shard_rows: Sequence[int] | None = None) -> None:
+        """Every worker needs a shard of its own (with more shards than workers, a worker takes several) and,
+        given the shards' training rows, enough examples for one step of its strategy: checked here, on the
+        driver, because inside a Spark task the same problem surfaces as an executor's stack trace."""
         if self.total_workers > num_shards:
             raise RunSpecError(
                 f"nodes × workers_per_node = {self.total_workers} workers but the dataset has {num_shards} shards"
             )
+        if shard_rows is None:
+            return
+        per_worker = [sum(shard_rows[rank::self.total_workers]) for rank in range(self.total_workers)]
+        needed, because = self.examples_per_worker_needed()
+        smallest = min(per_worker)
+        if smallest < needed:
+            raise RunSpecError(
+                f"worker {per_worker.index(smallest)} gets {smallest} training examples but {self.strategy} needs "
+                f"at least {needed} per worker ({because}): lower those settings, use fewer workers or more data"
+            )
+
+    def examples_per_worker_needed(self) -> tuple[int, str]:
+        """The fewest examples a worker's shard may hold for one step of this spec's strategy, and why."""
+        batch = self.batch_size_per_worker
+        if self.strategy == "horovod":
+            return (batch * self.backward_passes_per_step,
+                    f"batch_size_per_worker {batch} × backward_passes_per_step {self.backward_passes_per_step}")
+        if self.strategy == "averaging":  # every round trains on its own 1/rounds_per_epoch of the shard
+            return batch * self.rounds_per_epoch, f"batch_size_per_worker {batch} × rounds_per_epoch " \
+                                                  f"{self.rounds_per_epoch}"
+        return batch, f"batch_size_per_worker {batch}"
 
     # Transport ------------------------------------------------------------------------------------------------
     @classmethod

@@ -33,9 +33,17 @@ def check_inputs(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     """Validate the spec against its datasets before any Spark work; returns (augmented, shards) manifests."""
     spec.validate()
     augmented = require_records(spec.augmented_uri())
+    require_test_examples(augmented)
     shards = storage.require_manifest(spec.shards_uri(), sharding.DATASET_KIND)
-    spec.validate_shards(shards["num_shards"])
+    spec.validate_shards(shards["num_shards"], [shard["rows"] for shard in shards["shards"]])
     return augmented, shards
+
+
+def require_test_examples(manifest: dict[str, Any]) -> None:
+    """Training measures accuracy on the test split as it goes and evaluate reports it: an empty one is refused."""
+    if not manifest["splits"]["test"]["rows"]:
+        raise RunSpecError(f"{manifest['uri']}: the test split is empty, so accuracy cannot be measured; give the "
+                           "corpus test clips (its testing_list.txt, or speakers the split rule puts in test)")
 
 
 def claim_run_directory(spec: RunSpec) -> dict[str, Any] | None:
