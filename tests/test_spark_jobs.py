@@ -10,7 +10,7 @@ import pytest
 from training import sharding, storage
 from training.augment import elastic
 from training.datasets import mnist
-from training.datasets.image_records import ImageBatch
+from training.datasets.image_records import ImageBatch, binary_column, pixels_of
 from training.jobs.augment import augment_dataset
 from training.jobs.shard import shard_dataset
 
@@ -176,3 +176,12 @@ def test_sharding_the_real_mnist_is_complete_disjoint_and_stratified(spark, tmp_
     histograms = np.array([shard["class_histogram"] for shard in manifest["shards"]])
     assert histograms.sum(axis=0).tolist() == storage.require_manifest(raw)["splits"]["train"]["class_histogram"]
     assert (histograms.max(axis=0) - histograms.min(axis=0)).max() <= 1
+
+
+@pytest.mark.parametrize(("shape", "dtype"), [((28, 28), "uint8"), ((98, 40), "float16"), ((1, 16000), "<i2")])
+def test_binary_columns_round_trip_including_an_empty_split(shape, dtype):
+    for count in (0, 3):
+        images = np.arange(count * shape[0] * shape[1]).reshape(count, *shape).astype(dtype)
+        column = binary_column(images)
+        assert len(column) == count
+        np.testing.assert_array_equal(pixels_of(column, shape, dtype), images)

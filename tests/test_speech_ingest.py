@@ -400,3 +400,22 @@ def test_a_split_list_that_is_not_utf8_is_one_error_naming_it(tmp_path):
     with pytest.raises(storage.DatasetError, match=f"^{re.escape(str(corpus))}: testing_list.txt is not UTF-8 text"):
         speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))
     assert not (tmp_path / "clips").exists()
+
+
+def test_a_corpus_whose_lists_leave_validation_empty_is_ingested_with_an_empty_split(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    (corpus / "validation_list.txt").write_text("")
+    manifest, created = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)
+    assert created and manifest["splits"]["validation"]["rows"] == 0
+    assert manifest["splits"]["train"]["rows"] > 0 and manifest["splits"]["test"]["rows"] > 0
+    audio, table = speech_ingest.read_clips(manifest["uri"], "validation")
+    assert audio.shape == (0, speech_ingest.CLIP_SAMPLES) and table.num_rows == 0
+
+
+def test_a_corpus_without_any_usable_clip_is_refused_and_nothing_is_published(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", words=("yes",), bad=False)
+    for clip in (corpus / "yes").iterdir():
+        clip.write_bytes(b"not audio")
+    with pytest.raises(storage.DatasetError, match="no usable clips"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)
+    assert storage.read_manifest(str(tmp_path / "clips")) is None

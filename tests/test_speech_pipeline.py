@@ -9,7 +9,7 @@ from test_speech_ingest import make_corpus
 
 from training import sharding, storage
 from training.audio.features import compute_features, feature_shape
-from training.config import RunSpec
+from training.config import RunSpec, RunSpecError
 from training.datasets import speech_features, speech_ingest
 from training.jobs.features import features_dataset
 from training.jobs.shard import shard_dataset
@@ -76,3 +76,32 @@ def test_the_model_has_as_many_classes_as_the_data(spark, tmp_path):
     workload = workload_for(spec)
     assert workload.num_classes == len(clips["class_names"]) == 5
     assert workload.build_model().output_shape == (None, 5)
+
+
+def _corpus_with_lists(root, testing: str) -> str:
+    """A corpus whose lists put every clip in test ("all") or none ("none"); validation stays empty."""
+    corpus = make_corpus(root, words=("yes", "no", "up", "cat"), bad=False)
+    clips = sorted(str(path.relative_to(corpus)) for path in corpus.glob("*/*.wav")
+                   if not path.parent.name.startswith("_"))
+    (corpus / "testing_list.txt").write_text("".join(f"{clip}\n" for clip in clips) if testing == "all" else "")
+    (corpus / "validation_list.txt").write_text("")
+    return str(corpus)
+
+
+def test_an_evaluation_only_corpus_gets_features_but_training_on_it_is_refused_by_name(spark, tmp_path):
+    clips = speech_ingest.ingest(_corpus_with_lists(tmp_path / "corpus", "all"), str(tmp_path / "clips"))[0]
+    assert clips["splits"]["train"]["rows"] == 0 and clips["splits"]["test"]["rows"] > 0
+    features = features_dataset(spark, clips["uri"], str(tmp_path / "features"), "log_mel", copies=1)[0]
+    assert features["splits"]["test"]["rows"] == clips["splits"]["test"]["rows"]
+    with pytest.raises(ValueError, match="no training examples"):
+        shard_dataset(spark, features["uri"], str(tmp_path / "shards"), 1)
+    assert storage.read_manifest(str(tmp_path / "shards")) is None
+
+
+def test_training_on_a_corpus_without_test_clips_is_refused_before_any_work(spark, tmp_path):
+    from training.jobs.train import require_test_examples
+
+    clips = speech_ingest.ingest(_corpus_with_lists(tmp_path / "corpus", "none"), str(tmp_path / "clips"))[0]
+    features = features_dataset(spark, clips["uri"], str(tmp_path / "features"), "log_mel", copies=0)[0]
+    with pytest.raises(RunSpecError, match="the test split is empty"):
+        require_test_examples(features)

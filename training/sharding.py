@@ -24,6 +24,9 @@ def shard_file_name(shard: int) -> str:
 def validate_shard_count(num_shards: int, rows: int | None = None) -> None:
     if int(num_shards) != num_shards or num_shards < 1:
         raise ValueError(f"the number of shards must be an integer ≥ 1, got {num_shards}")
+    if rows == 0:
+        raise ValueError("the dataset has no training examples (an evaluation-only corpus?): nothing to shard or "
+                         "train on")
     if rows is not None and num_shards > rows:
         raise ValueError(f"{num_shards} shards for {rows} examples would leave shards empty")
 

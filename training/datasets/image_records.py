@@ -40,8 +40,9 @@ class ImageBatch:
 def binary_column(images: np.ndarray) -> pa.Array:
     """Pack (n, h, w) arrays (any fixed-size dtype) into one Arrow binary array without a Python loop."""
     count = len(images)
-    pixels = np.ascontiguousarray(images).reshape(count, -1).view(np.uint8)
-    width = pixels.shape[1]
+    images = np.ascontiguousarray(images)
+    width = int(np.prod(images.shape[1:])) * images.dtype.itemsize  # from the shape: an empty split has 0 rows
+    pixels = images.reshape(count, width // images.dtype.itemsize).view(np.uint8)
     offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
     return pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets), pa.py_buffer(pixels)])
 

@@ -363,8 +363,12 @@ def ingest(
         log.info("reading clips below %s", root)
         scan = scan_corpus(root, resample, skipped, source)
     names, rows = label_clips(scan, task, seed)
-    if not rows["train"].labels:
-        raise storage.DatasetError(f"{source}: no usable training clips ({len(scan.skipped)} files skipped)")
+    empty = [split for split, split_rows in rows.items() if not split_rows.labels]
+    if len(empty) == len(rows):
+        raise storage.DatasetError(f"{source}: no usable clips ({len(scan.skipped)} files skipped)")
+    if empty:  # fine for an evaluation-only corpus (no train) or one without a validation list; the steps that
+        # need a split refuse an empty one themselves, naming it
+        log.warning("%s: the %s split%s empty", source, " and ".join(empty), " is" if len(empty) == 1 else "s are")
     report = _report(scan, source, names, rows)
     recipe = {"source_content": scan.content.hexdigest(), "task": task, "resample": resample, "seed": seed}
 

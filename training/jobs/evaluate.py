@@ -36,6 +36,9 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     record = storage.read_json(storage.join(run_uri, RESULT_FILE))
     if record is None or not record.get("mlflow_run_id"):
         raise RunSpecError(f"run_name={spec.run_name!r}: no finished training at {run_uri}; train it first")
+    from training.jobs.train import require_test_examples
+
+    require_test_examples(storage.require_manifest(spec.augmented_uri()))
     workload = workload_for(spec)
     images, labels = workload.load_split(spec.augmented_uri(), "test")
     model = load_model(record["result"]["model_uri"])

@@ -133,12 +133,15 @@ def features_dataset(
 
 
 def _write_preview(staging: storage.Location, source: str, kind: str, augmentation: dict[str, Any]) -> None:
-    """preview.png: a few training clips' features beside their first augmented copy."""
+    """preview.png: a few training clips' features beside their first augmented copy (test clips for an
+    evaluation-only corpus, which has no training split)."""
     from training.audio.features import compute_features
     from training.augment.audio import augment_clips
     from training.evaluation.figures import feature_maps_png
 
-    audio, table = speech_ingest.read_clips(source, "train")
+    splits = storage.require_manifest(source, speech_ingest.DATASET_KIND)["splits"]
+    audio, table = speech_ingest.read_clips(source, next(split for split in ("train", "test", "validation")
+                                                         if splits[split]["rows"]))
     count = min(4, len(audio))
     index = table.column("index").to_numpy()[:count].astype(np.int64)
     originals = audio[:count]
