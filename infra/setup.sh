@@ -20,20 +20,53 @@ pip_quietly() {
   "$pip" "$@" 2> >(grep -v "^WARNING: Location 'file:///opt/" >&2)
 }
 
+# MBROLA lives in Debian's contrib and most of its voices in non-free; SVOX Pico (libttspico-utils), the OALD lexicon of
+# festival's British voices (festlex-oald) and RHVoice (librhvoice5, rhvoice-english) are non-free too. Adds the two
+# components to the Debian entries that lack them; succeeds (0) only when it changed a file.
+enable_contrib_and_non_free() {
+  local sudo="$1" changed=1 file
+  local missing_component='/ contrib( |$)/ && / non-free( |$)/ {next} {found=1} END {exit !found}'
+  local add_components='{/ contrib( |$)/! s/$/ contrib/; / non-free( |$)/! s/$/ non-free/}'
+  for file in /etc/apt/sources.list.d/debian.sources; do  # deb822, Debian 12's default
+    if [ -f "$file" ] && grep -E '^Components:' "$file" | awk "$missing_component"; then
+      log "enabling Debian contrib and non-free in $file (MBROLA, Pico and RHVoice voices)"
+      $sudo sed -i -E "/^Components:/$add_components" "$file"
+      changed=0
+    fi
+  done
+  file=/etc/apt/sources.list  # the one-line format
+  if [ -f "$file" ] && grep -E '^deb(-src)?[[:space:]][^#]*debian' "$file" | awk "$missing_component"; then
+    log "enabling Debian contrib and non-free in $file (MBROLA, Pico and RHVoice voices)"
+    $sudo sed -i -E "/^deb(-src)?[[:space:]][^#]*debian/$add_components" "$file"
+    changed=0
+  fi
+  return $changed
+}
+
 install_debian_packages() {
   local wanted=(libkrb5-dev openjdk-17-jre-headless g++ cmake make procps)
   # Maven resolves the pinned Apache Hadoop jars from Maven Central (infra/hadoop/resolve.sh).
   wanted+=(maven)
-  # Offline TTS engines for the synthetic Speech Commands corpus (training/datasets/speech_synthesis.py).
-  wanted+=(espeak-ng flite festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts sox)
+  # Offline TTS engines and voices for the synthetic Speech Commands corpus (training/datasets/speech_synthesis.py,
+  # whose docstring says which voices are used and why others are not): English and foreign-accented families.
+  wanted+=(espeak-ng espeak flite sox libttspico-utils librhvoice5 rhvoice-english)
+  wanted+=(mbrola mbrola-en1 mbrola-us1 mbrola-us2 mbrola-de1 mbrola-de2 mbrola-de5 mbrola-fr1 mbrola-fr4 mbrola-it3
+           mbrola-it4 mbrola-nl2 mbrola-pl1 mbrola-sw1 mbrola-sw2)
+  wanted+=(festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts festvox-rablpc16k festvox-don festvox-us1
+           festvox-us2 festvox-us3 festvox-en1 festvox-ellpc11k festvox-italp16k festvox-itapc16k festvox-suopuhe-mv
+           festvox-czech-dita festvox-czech-machac)
+  local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  local sources_changed=false
+  if enable_contrib_and_non_free "$sudo"; then sources_changed=true; fi
   local missing=()
   for package in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
   done
+  if ((${#missing[@]})) || $sources_changed; then
+    $sudo apt-get update -qq
+  fi
   if ((${#missing[@]})); then
     log "installing Debian packages: ${missing[*]}"
-    local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
   fi
 }

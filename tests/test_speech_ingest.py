@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import gzip
 import io
+import json
 import os
 import re
 import struct
@@ -419,3 +420,98 @@ def test_a_corpus_without_any_usable_clip_is_refused_and_nothing_is_published(tm
     with pytest.raises(storage.DatasetError, match="no usable clips"):
         speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)
     assert storage.read_manifest(str(tmp_path / "clips")) is None
+
+
+FAMILIES = {"0a7c2a8d": "espeak-ng/en-us", "1b2c3d4e": "espeak-ng/en-us", "8b775397": "pico/en-GB",
+            "9f8e7d6c": "pico/en-US", "c0ffee00": "flite/slt", "deadbeef": "espeak-ng/de"}
+
+
+def corpus_with_families(root: Path, words: tuple[str, ...] = ("yes", "no", "up", "cat", "dog", "bird")) -> Path:
+    """A generated corpus whose manifest records each speaker's voice family, as a synthetic corpus' does."""
+    from training.datasets import speech_synthesis
+
+    corpus = make_corpus(root, words=words, bad=False)
+    voices = [{"speaker": speaker, "engine": family.split("/")[0], "voice": family.split("/")[1], "family": family}
+              for speaker, family in FAMILIES.items()]
+    (corpus / storage.MANIFEST_NAME).write_text(json.dumps(
+        {"kind": speech_synthesis.DATASET_KIND, "speaker_voices": voices}))
+    return corpus
+
+
+def test_voice_families_are_recorded_and_held_out_families_go_to_test_only(tmp_path):
+    corpus = corpus_with_families(tmp_path / "corpus")
+    plain = speech_ingest.ingest(str(corpus), str(tmp_path / "plain"), task=12)[0]
+    assert plain["voice_families"] == FAMILIES and plain["held_out_families"] == []
+    assert sum(sum(split["families"].values()) for name, split in plain["splits"].items()
+               if name != speech_ingest.NON_KEYWORD_TEST_SPLIT) == sum(
+        split["rows"] - split["class_histogram"][0] for name, split in plain["splits"].items()
+        if name != speech_ingest.NON_KEYWORD_TEST_SPLIT)  # every row but silence has a family
+    held = speech_ingest.ingest(str(corpus), str(tmp_path / "held"), task=12, held_out_families=("pico",
+                                                                                                 "flite/slt"))[0]
+    assert held["held_out_families"] == ["flite/slt", "pico"]
+    held_out_speakers = {"8b775397", "9f8e7d6c", "c0ffee00"}
+    for split in ("train", "validation"):
+        _, table = speech_ingest.read_clips(held["uri"], split)
+        assert not held_out_speakers & set(table.column("speaker").to_pylist()), split
+        assert not {"pico/en-GB", "pico/en-US", "flite/slt"} & set(held["splits"][split]["families"])
+    _, test = speech_ingest.read_clips(held["uri"], "test")
+    keyword_rows = [(speaker, word) for speaker, word in zip(test.column("speaker").to_pylist(),
+                                                              test.column("word").to_pylist(), strict=True)
+                    if word in ("yes", "no", "up")]
+    assert {speaker for speaker, _ in keyword_rows} >= held_out_speakers  # every keyword clip of theirs is in test
+    assert len([1 for speaker, _ in keyword_rows if speaker in held_out_speakers]) == 3 * 3
+
+
+@pytest.mark.parametrize(("held_out", "message"), [
+    (("festival/kal",), "festival/kal not in this corpus; its families: espeak-ng/de, espeak-ng/en-us, flite/slt"),
+    (("espeak-ng", "pico", "flite"), "names every voice family of the corpus: nothing left to train on"),
+])
+def test_held_out_families_that_hold_nothing_or_everything_are_refused(tmp_path, held_out, message):
+    with pytest.raises(storage.DatasetError, match=re.escape(message)):
+        speech_ingest.ingest(str(corpus_with_families(tmp_path / "corpus")), str(tmp_path / "clips"),
+                             held_out_families=held_out)
+    assert storage.read_manifest(str(tmp_path / "clips")) is None
+
+
+def test_held_out_families_need_a_corpus_that_records_families(tmp_path):
+    with pytest.raises(storage.DatasetError, match="needs a corpus that records each speaker's voice family"):
+        speech_ingest.ingest(str(make_corpus(tmp_path / "corpus", bad=False)), str(tmp_path / "clips"),
+                             held_out_families=("pico",))
+
+
+@pytest.mark.parametrize("content", ["{not json", json.dumps({"kind": "speech_commands_synthetic",
+                                                               "speaker_voices": [{"engine": "pico"}]})])
+def test_a_broken_corpus_manifest_is_ignored_or_refused_in_one_line(tmp_path, content):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    (corpus / storage.MANIFEST_NAME).write_text(content)
+    if content.startswith("{not"):
+        assert speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))[0]["voice_families"] == {}
+    else:
+        with pytest.raises(storage.DatasetError, match="speaker voices without a speaker or family"):
+            speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))
+
+
+def test_every_non_keyword_clip_of_the_test_speakers_is_kept_for_false_accepts(tmp_path):
+    corpus = corpus_with_families(tmp_path / "corpus")
+    manifest = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12,
+                                    held_out_families=("espeak-ng/de",))[0]
+    _, test = speech_ingest.read_clips(manifest["uri"], "test")
+    _, others = speech_ingest.read_clips(manifest["uri"], speech_ingest.NON_KEYWORD_TEST_SPLIT)
+    test_speakers = set(test.column("speaker").to_pylist()) - {"_silence_"}
+    expected = {f"{word}/{speaker}_nohash_0.wav" for word in ("cat", "dog", "bird") for speaker in test_speakers}
+    assert set(others.column("path").to_pylist()) == expected
+    assert set(others.column("label").to_pylist()) == {manifest["class_names"].index("_unknown_")}
+    sampled = [path for path, word in zip(test.column("path").to_pylist(), test.column("word").to_pylist(),
+                                          strict=True) if word in ("cat", "dog", "bird")]
+    assert set(sampled) <= expected
+
+
+def test_unknown_is_dealt_evenly_over_the_non_keyword_words():
+    clips = {"bird": [(f"bird/{n:08x}_nohash_0.wav", None) for n in range(50)],
+             "cat": [(f"cat/{n:08x}_nohash_0.wav", None) for n in range(3)],
+             "dog": [(f"dog/{n:08x}_nohash_0.wav", None) for n in range(20)]}
+    chosen = speech_ingest._sample_evenly_by_word(clips, 13, np.random.default_rng(0))
+    counts = {word: sum(1 for chosen_word, _, _ in chosen if chosen_word == word) for word in clips}
+    assert counts == {"bird": 5, "cat": 3, "dog": 5}
+    assert len({path for _, path, _ in chosen}) == 13
+    assert len(speech_ingest._sample_evenly_by_word(clips, 500, np.random.default_rng(0))) == 73

@@ -1,6 +1,7 @@
-"""Synthetic Speech Commands corpus: layout, clip format, split lists, determinism, idempotency, speaker variety.
+"""Synthetic Speech Commands corpus: layout, clip format, split lists, determinism, idempotency, speaker variety,
+voice families and the respelling table.
 
-Real engines (espeak-ng, flite, festival) on a tiny corpus: speakers 0–3 cover all three engines.
+Real engines on a tiny corpus: speakers 0–10 are eleven families that cover all seven engines.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import io
 import os
 import re
 import signal
+import subprocess
 import time
 import wave
 from pathlib import Path
@@ -20,12 +22,18 @@ import pytest
 
 from training import storage
 from training.datasets import speech_synthesis
-from training.datasets.speech_commands import BACKGROUND_NOISE, check_clip, which_set
-from training.datasets.speech_synthesis import EngineNotFoundError, SynthesisWorkerError, synthesize_corpus
+from training.datasets.speech_commands import ALL_WORDS, BACKGROUND_NOISE, check_clip, which_set
+from training.datasets.speech_synthesis import (
+    EngineNotFoundError,
+    SynthesisWorkerError,
+    speaker_families,
+    synthesize_corpus,
+)
 from training.storage import DatasetError
 from training.strategies.signal_handlers import restored_signal_handlers
 
-RECIPE = {"speakers": 4, "words": ("yes", "no", "marvin"), "repetitions": 2, "seed": 0}
+RECIPE = {"speakers": 11, "words": ("yes", "no", "marvin"), "repetitions": 2, "seed": 0}
+ENGINES = ("espeak", "espeak-ng", "festival", "flite", "mbrola", "pico", "rhvoice")
 CLIP_NAME = re.compile(r"^[0-9a-f]{8}_nohash_\d+\.wav$")
 
 
@@ -55,15 +63,15 @@ def test_layout_and_file_names_match_speech_commands(corpus):
     clips = clips_of(directory)
     assert all(CLIP_NAME.match(Path(name).name) for name in clips)
     speakers = {Path(name).name.split("_nohash_")[0] for name in clips}
-    assert len(speakers) == 4
+    assert len(speakers) == 11
     # Keywords get `repetitions` utterances per speaker, other words one.
     expected = {f"{word}/{speaker}_nohash_{n}.wav" for speaker in speakers
                 for word, count in (("yes", 2), ("no", 2), ("marvin", 1)) for n in range(count)}
     assert set(clips) == expected
-    assert report["utterances"] == len(expected) == 20
-    assert report["engines"] == {"espeak-ng": 2, "flite": 1, "festival": 1}
+    assert report["utterances"] == len(expected) == 55
+    assert set(report["engines"]) == set(ENGINES) and sum(report["engines"].values()) == 11
     assert (directory / storage.MANIFEST_NAME).exists()
-    assert report["kind"] == speech_synthesis.DATASET_KIND and report["recipe"]["speakers"] == 4
+    assert report["kind"] == speech_synthesis.DATASET_KIND and report["recipe"]["speakers"] == 11
     assert not list(directory.parent.glob(".corpus.tmp-*"))
 
 
@@ -124,9 +132,93 @@ def test_different_speakers_of_the_same_word_sound_different(corpus):
     assert np.mean(within) < np.mean(between)
 
 
+def test_families_are_recorded_per_speaker_and_read_back_by_speaker_families(corpus):
+    directory, report, _ = corpus
+    entries = report["speaker_voices"]
+    assert [entry["family"] for entry in entries] == [speech_synthesis.speaker_voice(n).family for n in range(11)]
+    assert all(entry["family"] == f"{entry['engine']}/{entry['voice']}" for entry in entries)
+    assert report["families"] == {family: 1 for family in sorted(entry["family"] for entry in entries)}
+    expected = {entry["speaker"]: entry["family"] for entry in entries}
+    assert speaker_families(report) == speaker_families(directory) == speaker_families(str(directory)) == expected
+    clip_speakers = {Path(name).name.split("_nohash_")[0] for name in clips_of(directory)}
+    assert set(expected) == clip_speakers
+
+
+def test_a_small_corpus_covers_several_families_and_english_and_foreign_voices(corpus):
+    entries = corpus[1]["speaker_voices"]
+    assert len({entry["family"] for entry in entries}) == 11
+    languages = {entry["language"] for entry in entries}
+    assert "en" in languages and len(languages) >= 3
+    assert any(entry["room"] is None for entry in entries) and any(entry["room"] for entry in entries)
+    assert [entry["channel"]["telephone"] for entry in entries].count(True) == 1  # speaker 4, by the rotation
+
+
+def test_the_rotation_spreads_speakers_over_many_families_with_english_leading():
+    voices = [speech_synthesis.speaker_voice(number) for number in range(200)]
+    assert len({voice.family for voice in voices[:100]}) >= 60
+    assert {voice.family for voice in voices} == {voice.family for voice in speech_synthesis.all_voices()}
+    english = sum(voice.language == "en" for voice in voices) / len(voices)
+    assert 0.6 <= english <= 0.75
+    groups = [next(group.name for group in speech_synthesis.VOICE_GROUPS if voice in group.voices)
+              for voice in voices]
+    assert len(set(groups[:7])) == 7  # a few speakers already span several groups
+    assert set(groups[:15]) == {group.name for group in speech_synthesis.VOICE_GROUPS}
+
+
+def test_speaker_families_of_a_corpus_from_before_families_uses_engine_and_voice(tmp_path):
+    old = {"speaker_voices": [{"speaker": "0123abcd", "engine": "espeak-ng", "voice": "en-gb", "warp": 1.0},
+                              {"speaker": "4567cdef", "engine": "flite", "voice": "slt", "warp": 1.0}]}
+    assert speaker_families(old) == {"0123abcd": "espeak-ng/en-gb", "4567cdef": "flite/slt"}
+    with pytest.raises(DatasetError, match="no complete dataset"):
+        speaker_families(tmp_path)
+    with pytest.raises(DatasetError, match="not a synthetic Speech Commands corpus"):
+        speaker_families({"kind": "something else"})
+
+
+# --- The respellings -----------------------------------------------------------------------------------------
+
+FOREIGN_LANGUAGES = sorted({voice.language for voice in speech_synthesis.all_voices()} - {"en"})
+
+
+def test_every_word_has_a_respelling_in_every_language_a_voice_reads():
+    assert FOREIGN_LANGUAGES  # the rotation does include foreign voices
+    assert set(speech_synthesis.RESPELLINGS) == set(FOREIGN_LANGUAGES)
+    for language in FOREIGN_LANGUAGES:
+        table = speech_synthesis.RESPELLINGS[language]
+        assert set(table) == set(ALL_WORDS), language
+        assert all(spelling and " " not in spelling and '"' not in spelling for spelling in table.values())
+        assert table["three"] != table["tree"], language  # two different Speech Commands words stay apart
+
+
+@pytest.mark.parametrize("language", FOREIGN_LANGUAGES)
+def test_espeak_ng_reads_every_respelling_in_its_own_language(language):
+    # espeak-ng marks a word it reads with English rules instead, e.g. "(en)sˈɛvən(de)": the accent would be lost.
+    respellings = speech_synthesis.RESPELLINGS[language]
+    text = ", ".join(respellings[word] for word in ALL_WORDS)
+    phonemes = subprocess.run(["espeak-ng", "-q", "-v", language, "--ipa", text], capture_output=True, text=True,
+                              check=True).stdout
+    assert "(en)" not in phonemes
+
+
+CHECKED_VOICES = [voice for voice in speech_synthesis.all_voices()
+                  if voice.engine in (speech_synthesis.MBROLA, speech_synthesis.FESTIVAL)]
+
+
+@pytest.mark.parametrize("voice", CHECKED_VOICES, ids=lambda voice: voice.family)
+def test_every_mbrola_and_festival_voice_says_every_word_without_missing_sounds(voice, tmp_path):
+    # MBROLA and festival's diphone voices turn a sound pair they lack into silence; the engine wrappers raise then.
+    texts = [speech_synthesis.text_for(voice, word) + "." for word in ALL_WORDS]
+    if voice.engine == speech_synthesis.MBROLA:
+        audio = [speech_synthesis.mbrola(voice, text, 170, 50) for text in texts]
+    else:
+        audio = speech_synthesis.festival(voice, [(text, 1.0) for text in texts], 120.0, tmp_path)
+    for word, (rate, samples) in zip(ALL_WORDS, audio, strict=True):
+        assert speech_synthesis.trim_silence(samples, rate).size > rate // 10, (voice.family, word)
+
+
 def test_progress_reports_every_utterance_up_to_the_total(corpus):
     calls = corpus[2]
-    assert calls[-1] == (20, 20)
+    assert calls[-1] == (55, 55)
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
 
 
@@ -224,6 +316,13 @@ def test_a_missing_engine_says_make_setup_installs_it(tmp_path, monkeypatch):
     assert not (tmp_path / "corpus").exists()
 
 
+def test_a_missing_voice_names_its_debian_package(tmp_path, monkeypatch):
+    monkeypatch.setattr(speech_synthesis, "RHVOICE_VOICES", tmp_path / "no-voices")  # RHVoice would fall back
+    with pytest.raises(EngineNotFoundError, match=r"rhvoice/bdl: voice not installed.*rhvoice-english"):
+        synthesize_corpus(tmp_path / "corpus", speakers=3, words=("go",), repetitions=1, processes=1)
+    assert not (tmp_path / "corpus").exists()
+
+
 def test_the_command_line_glue_builds_the_default_layout(tmp_path, capsys):
     parser = argparse.ArgumentParser()
     speech_synthesis.add_arguments(parser)
@@ -237,18 +336,23 @@ def test_the_command_line_glue_builds_the_default_layout(tmp_path, capsys):
 
 # --- Worker processes ----------------------------------------------------------------------------------------
 
-TWO_SPEAKERS = {"speakers": 2, "words": ("go",), "repetitions": 1, "seed": 0, "processes": 2}
+WORKER_RECIPE = {"speakers": 5, "words": ("go",), "repetitions": 1, "seed": 0, "processes": 2}
+FAKED_SPEAKER = 4  # festival/kal_diphone: a program that, unlike espeak-ng, runs in the workers only
 
 
-def fake_flite(tmp_path: Path, monkeypatch, script: str) -> str:
-    """Put a shell script named flite first on PATH (the workers inherit it); returns the id of speaker 1, the
-    only flite speaker of a 2-speaker corpus (FLITE_SLOTS)."""
+def fake_engine(tmp_path: Path, monkeypatch, script: str) -> tuple[str, str]:
+    """Put a shell script named as speaker FAKED_SPEAKER's engine first on PATH (the workers inherit it); returns
+    that speaker's id and family."""
+    voice = speech_synthesis.speaker_voice(FAKED_SPEAKER)
+    (program,) = speech_synthesis.ENGINE_PROGRAMS[voice.engine]
+    assert program != "espeak-ng" and all(speech_synthesis.speaker_voice(number).engine != voice.engine
+                                          for number in range(FAKED_SPEAKER))
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
-    (bin_dir / "flite").write_text(f"#!/bin/sh\n{script}\n")
-    (bin_dir / "flite").chmod(0o755)
+    (bin_dir / program).write_text(f"#!/bin/sh\n{script}\n")
+    (bin_dir / program).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return speech_synthesis.speaker_ids(0, 2)[1]
+    return speech_synthesis.speaker_ids(0, WORKER_RECIPE["speakers"])[FAKED_SPEAKER], voice.family
 
 
 def synthesis_workers() -> list[psutil.Process]:
@@ -275,34 +379,36 @@ def test_workers_finish_and_end_while_this_process_ignores_sigterm(tmp_path):
     with restored_signal_handlers():
         signal.signal(signal.SIGTERM, lambda signum, frame: None)
         for attempt in range(2):
-            assert synthesize_corpus(tmp_path / f"corpus-{attempt}", **TWO_SPEAKERS)["utterances"] == 2
+            assert synthesize_corpus(tmp_path / f"corpus-{attempt}", **WORKER_RECIPE)["utterances"] == 5
     assert synthesis_workers() == []
 
 
 def test_a_worker_that_dies_fails_the_corpus_at_once_naming_its_speaker(tmp_path, monkeypatch):
-    speaker_id = fake_flite(tmp_path, monkeypatch, 'kill -KILL "$PPID"')  # $PPID: the worker that ran the engine
+    speaker_id, family = fake_engine(tmp_path, monkeypatch, 'kill -KILL "$PPID"')  # $PPID: the engine's worker
     started = time.monotonic()
-    with pytest.raises(SynthesisWorkerError, match=rf"^speaker {speaker_id} \(number 1, flite \w+\): its synthesis "
-                                                   r"worker \(pid \d+\) died \(killed by SIGKILL\)"):
-        synthesize_corpus(tmp_path / "corpus", **TWO_SPEAKERS)
+    with pytest.raises(SynthesisWorkerError, match=rf"^speaker {speaker_id} \(number {FAKED_SPEAKER}, "
+                                                   rf"{re.escape(family)}\): its synthesis worker \(pid \d+\) died "
+                                                   r"\(killed by SIGKILL\)"):
+        synthesize_corpus(tmp_path / "corpus", **WORKER_RECIPE)
     assert time.monotonic() - started < 60  # no task timeout involved
     assert_nothing_left(tmp_path)
 
 
 def test_a_stuck_worker_fails_the_corpus_after_the_task_timeout_naming_its_speaker(tmp_path, monkeypatch):
     # The fake engine waits for its worker to go away, so nothing outlives the test.
-    speaker_id = fake_flite(tmp_path, monkeypatch, 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.1; done')
+    speaker_id, family = fake_engine(tmp_path, monkeypatch, 'while kill -0 "$PPID" 2>/dev/null; do sleep 0.1; done')
     started = time.monotonic()
-    with pytest.raises(SynthesisWorkerError, match=rf"^speaker {speaker_id} \(number 1, flite \w+\): no result "
-                                                   "after 20 s, so its synthesis worker"):
-        synthesize_corpus(tmp_path / "corpus", **TWO_SPEAKERS, task_timeout_seconds=20)
+    with pytest.raises(SynthesisWorkerError, match=rf"^speaker {speaker_id} \(number {FAKED_SPEAKER}, "
+                                                   rf"{re.escape(family)}\): no result after 20 s, so its "
+                                                   "synthesis worker"):
+        synthesize_corpus(tmp_path / "corpus", **WORKER_RECIPE, task_timeout_seconds=20)
     assert 20 <= time.monotonic() - started < 90
     assert_nothing_left(tmp_path)
 
 
 def test_an_engine_error_in_a_worker_is_raised_here_and_names_the_speaker(tmp_path, monkeypatch):
-    speaker_id = fake_flite(tmp_path, monkeypatch, 'echo "no such voice" >&2; exit 7')
-    with pytest.raises(RuntimeError, match=r"^flite \(.*exited with 7: no such voice") as raised:
-        synthesize_corpus(tmp_path / "corpus", **TWO_SPEAKERS)
+    speaker_id, _ = fake_engine(tmp_path, monkeypatch, 'echo "no such voice" >&2; exit 7')
+    with pytest.raises(RuntimeError, match=r"^festival \(kal_diphone\): .*exited with 7: no such voice") as raised:
+        synthesize_corpus(tmp_path / "corpus", **WORKER_RECIPE)
     assert any(f"synthesis worker for speaker {speaker_id}" in note for note in raised.value.__notes__)
     assert_nothing_left(tmp_path)

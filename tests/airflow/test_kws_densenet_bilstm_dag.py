@@ -36,7 +36,7 @@ def test_the_form_has_the_speech_settings_and_not_the_mnist_ones(dag):
     assert dag.params.get_param("kws_task").schema["enum"] == list(KWS_TASKS)
     assert dag.params.get_param("features").schema["enum"] == list(FEATURE_KINDS)
     assert dag.params["data_source"] == "synthetic"
-    for name in ("speakers", "kws_task", "features", "resample", "data_sha256"):
+    for name in ("speakers", "kws_task", "features", "resample", "data_sha256", "held_out_families"):
         param = dag.params.get_param(name)
         assert param.schema.get("title") and param.description, name
 
@@ -70,7 +70,7 @@ def test_a_real_run_on_a_tiny_synthetic_corpus(dag, tmp_path):
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     conf = {"speakers": 24, "epochs": 2, "augment_copies": 1, "batch_size_per_worker": 32,
-            "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
+            "held_out_families": "rhvoice", "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
     dag_run = dag.test(run_conf=conf)
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
     assert states == {task_id: "success" for task_id in PIPELINE}, states
@@ -96,6 +96,24 @@ def test_a_real_run_on_a_tiny_synthetic_corpus(dag, tmp_path):
                            .read_text())
     counts = np.array(confusion["counts"])
     assert confusion["class_names"][:3] == ["_silence_", "_unknown_", "yes"] and counts.shape == (12, 12)
-    features = RunSpec(workload=DAG_ID, speakers=24, augment_copies=1, data_root=str(tmp_path / "data")).augmented_uri()
-    assert counts.sum() == storage.require_manifest(features)["splits"]["test"]["rows"] > 0
+    spec = RunSpec(workload=DAG_ID, speakers=24, augment_copies=1, held_out_families="rhvoice",
+                   data_root=str(tmp_path / "data"))
+    splits = storage.require_manifest(spec.augmented_uri())["splits"]
+    assert counts.sum() == splits["test"]["rows"] > 0
     assert metrics["test_accuracy"] == pytest.approx(np.trace(counts) / counts.sum())
+    # Voice families: the held-out engine's speakers are only in test, and accuracy is logged per family and over
+    # the held-out and the trained families; false accepts over every non-keyword clip of the test speakers.
+    clips = storage.require_manifest(spec.raw_uri())
+    assert clips["held_out_families"] == ["rhvoice"]
+    assert not any(family.startswith("rhvoice/") for split in ("train", "validation")
+                   for family in clips["splits"][split]["families"])
+    assert any(family.startswith("rhvoice/") for family in clips["splits"]["test"]["families"])
+    assert {"test_accuracy_held_out_families", "test_accuracy_training_families", "false_accept_rate",
+            "false_accepts_yes"} <= set(metrics)
+    assert {f"test_accuracy_family_{family}" for family in clips["splits"]["test"]["families"]} <= set(metrics)
+    assert 0.0 <= metrics["false_accept_rate"] <= 1.0
+    report = json.loads(Path(client.download_artifacts(run.info.run_id, "keyword_evaluation.json", str(tmp_path)))
+                        .read_text())
+    assert report["false_accepts"]["non_keyword_clips"] == splits["test_non_keywords"]["rows"] > 0
+    assert sum(row["clips"] for row in report["accuracy_by_family"].values()) == (
+        counts.sum() - counts[0].sum())  # every test clip but silence belongs to a family

@@ -12,13 +12,20 @@ background noise, each about 10 % of a split), or 35 (every word directory is a 
 ``validation_list.txt``/``testing_list.txt`` or, without them, Speech Commands' sha1 rule on the speaker.
 
 Output (kind ``speech-clips``): ``train/``, ``validation/``, ``test/`` Parquet (index, label, word, speaker, path,
-audio = 16,000 int16 samples), ``noise/`` (the background recordings, for augmentation), the report, and a
-manifest with counts per class and split.
+audio = 16,000 int16 samples) and, for the 12-class task, ``test_non_keywords/`` (every non-keyword clip of the
+test speakers, for the keyword false-accept rate); ``noise/`` (the background recordings, for augmentation), the
+report, and a manifest with counts per class, split and voice family.
+
+Voice families (engine + base voice, e.g. ``pico/en-GB``) come from a synthetic corpus' manifest; with
+``held_out_families`` every speaker of those families goes to test only, so the test split measures voices whose
+kind the model never heard. A split may be empty (an evaluation-only corpus has no training clips); the steps that
+need one refuse it by name.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import tempfile
@@ -41,10 +48,12 @@ log = logging.getLogger(__name__)
 DATASET_KIND = SPEECH_CLIPS
 CLIP_SAMPLES = layout.SAMPLE_RATE  # 1 s
 SPLITS = {"training": "train", "validation": "validation", "testing": "test"}
+NON_KEYWORD_TEST_SPLIT = "test_non_keywords"  # 12-class task: every non-keyword clip of the test speakers
 SILENCE_PERCENTAGE = 10.0
 UNKNOWN_PERCENTAGE = 10.0
 DOWNLOAD_TIMEOUT_SECONDS = 600
 REPORT_NAME = INGEST_REPORT_FILE
+LAYOUT_VERSION = 2  # 2: voice families, the test_non_keywords split, _unknown_ dealt evenly over the words
 ROWS_PER_FILE = 8192  # 256 MiB of audio per part file at most
 # Rates ``resample`` takes: telephone speech up to studio rates; beyond, a clip is more likely broken than exotic.
 MIN_RESAMPLE_RATE = 4_000
@@ -156,6 +165,7 @@ class Scan:
     trimmed: list[dict[str, Any]] = field(default_factory=list)  # clips longer than 1 s: path and length before
     content: Any = field(default_factory=hashlib.sha256)  # content id of every file read, for the recipe
     split_lists: dict[str, set[str]] = field(default_factory=dict)
+    families: dict[str, str] = field(default_factory=dict)  # speaker → voice family (synthetic corpora only)
 
 
 def scan_corpus(root: Path, resample: bool, skipped: list[dict[str, str]] | None = None, source: str = "") -> Scan:
@@ -174,6 +184,9 @@ def scan_corpus(root: Path, resample: bool, skipped: list[dict[str, str]] | None
             text = _text_of(list_file, f"{source or root}: {list_name}")
             scan.content.update(f"{list_name}\0".encode() + text.encode())
             scan.split_lists[split] = {line.strip() for line in text.splitlines() if line.strip()}
+    scan.families = _voice_families(root)
+    if scan.families:
+        scan.content.update(json.dumps(scan.families, sort_keys=True).encode())
     for directory in words:
         if not layout.is_utf8(directory.name):
             _skip_unread(scan, f"{layout.printable(directory.name)}/", "directory name is not valid UTF-8 (not read)")
@@ -206,6 +219,27 @@ def scan_corpus(root: Path, resample: bool, skipped: list[dict[str, str]] | None
                 continue
             scan.noises.append((path.name, samples))
     return scan
+
+
+def _voice_families(root: Path) -> dict[str, str]:
+    """Speaker → voice family, from a synthetic corpus' manifest; {} for a corpus without one (real speech)."""
+    from training.datasets import speech_synthesis
+
+    try:
+        manifest = storage.read_manifest(str(root))
+    except ValueError as error:  # not JSON: a stray file, not one of our corpora
+        log.warning("%s: ignoring %s, which is not JSON (%s)", root, storage.MANIFEST_NAME, error)
+        return {}
+    if not isinstance(manifest, dict) or manifest.get("kind") != speech_synthesis.DATASET_KIND:
+        return {}
+    try:
+        families = speech_synthesis.speaker_families(manifest)
+    except (KeyError, TypeError, AttributeError) as error:
+        raise storage.DatasetError(f"{root}: its {storage.MANIFEST_NAME} lists speaker voices without a speaker or "
+                                   f"family ({type(error).__name__}: {error})") from None
+    if not all(isinstance(key, str) and isinstance(value, str) for key, value in families.items()):
+        raise storage.DatasetError(f"{root}: its {storage.MANIFEST_NAME} has speaker families that are not text")
+    return families
 
 
 def _skip_unread(scan: Scan, path: str, reason: str) -> None:
@@ -244,8 +278,11 @@ def _read_checked(path: Path, relative: str, resample: bool, scan: Scan) -> np.n
     return samples
 
 
-def split_of(relative: str, split_lists: dict[str, set[str]]) -> str:
-    """'training', 'validation' or 'testing': from the lists when the corpus has them, else the sha1 rule."""
+def split_of(relative: str, split_lists: dict[str, set[str]], held_out_speakers: frozenset[str] = frozenset()) -> str:
+    """'training', 'validation' or 'testing': 'testing' for a speaker of a held-out voice family, else from the
+    lists when the corpus has them, else the sha1 rule."""
+    if layout.speaker_of(relative) in held_out_speakers:
+        return "testing"
     if split_lists:
         for split, names in split_lists.items():
             if relative in names:
@@ -273,38 +310,68 @@ class SplitRows:
         self.audio.append(clip)
 
 
-def label_clips(scan: Scan, task: int, seed: int) -> tuple[list[str], dict[str, SplitRows]]:
-    """(class names, split → rows) for the keyword task; the sampling of unknown and silence is seeded."""
+def label_clips(scan: Scan, task: int, seed: int,
+                held_out_families: tuple[str, ...] = ()) -> tuple[list[str], dict[str, SplitRows]]:
+    """(class names, split → rows) for the keyword task; the sampling of unknown and silence is seeded.
+
+    Speakers of ``held_out_families`` go to test only. For the 12-class task, ``test_non_keywords`` holds every
+    non-keyword clip of the test speakers (labelled ``_unknown_``): the keyword false-accept rate is measured
+    on all of them, not only on the ones sampled into test.
+    """
     names = class_names(task, list(scan.clips))
     label_of = {name: index for index, name in enumerate(names)}
+    held_out_speakers = frozenset(speaker for speaker, family in scan.families.items()
+                                  if is_held_out(family, held_out_families))
     by_split: dict[str, dict[str, list[tuple[str, np.ndarray]]]] = {split: {} for split in SPLITS}
     for word, clips in scan.clips.items():
         for relative, clip in clips:
-            by_split[split_of(relative, scan.split_lists)].setdefault(word, []).append((relative, clip))
+            split = split_of(relative, scan.split_lists, held_out_speakers)
+            by_split[split].setdefault(word, []).append((relative, clip))
     rows = {SPLITS[split]: SplitRows() for split in SPLITS}
+    if task == 12:
+        rows[NON_KEYWORD_TEST_SPLIT] = SplitRows()
     for split_number, (split, words) in enumerate(by_split.items()):
         out = rows[SPLITS[split]]
         rng = np.random.default_rng([seed, split_number])
         keyword_count = 0
-        others: list[tuple[str, str, np.ndarray]] = []
+        others: dict[str, list[tuple[str, np.ndarray]]] = {}
         for word in sorted(words):
             for relative, clip in words[word]:
                 if word in label_of and word not in (layout.SILENCE, layout.UNKNOWN):
                     out.add(label_of[word], word, layout.speaker_of(relative), relative, clip)
                     keyword_count += 1
                 else:
-                    others.append((word, relative, clip))
+                    others.setdefault(word, []).append((relative, clip))
         if task != 12:
             continue
-        unknown_count = min(len(others), math.ceil(keyword_count * UNKNOWN_PERCENTAGE / 100))
-        for position in sorted(rng.choice(len(others), unknown_count, replace=False)) if unknown_count else []:
-            word, relative, clip = others[position]
+        if split == "testing":
+            for word in sorted(others):
+                for relative, clip in others[word]:
+                    rows[NON_KEYWORD_TEST_SPLIT].add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative),
+                                                     relative, clip)
+        unknown_count = math.ceil(keyword_count * UNKNOWN_PERCENTAGE / 100)
+        for word, relative, clip in _sample_evenly_by_word(others, unknown_count, rng):
             out.add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative), relative, clip)
         silence_count = math.ceil(keyword_count * SILENCE_PERCENTAGE / 100)
         for number in range(silence_count):
             name, clip = _silence_clip(scan.noises, rng)
             out.add(label_of[layout.SILENCE], layout.SILENCE, layout.SILENCE, f"{name}#{split}-{number}", clip)
     return names, rows
+
+
+def _sample_evenly_by_word(clips_by_word: dict[str, list[tuple[str, np.ndarray]]], count: int,
+                           rng: np.random.Generator) -> list[tuple[str, str, np.ndarray]]:
+    """``count`` clips (or all there are) dealt round-robin over the words, each word's clips in a seeded random
+    order: every non-keyword word gets an equal share of ``_unknown_``, whatever how many clips it has (a plain
+    random draw under-represents the rarer words, which are then accepted as keywords)."""
+    queues = [[(word, *clips_by_word[word][position]) for position in rng.permutation(len(clips_by_word[word]))]
+              for word in sorted(clips_by_word)]
+    chosen: list[tuple[str, str, np.ndarray]] = []
+    for position in range(max((len(queue) for queue in queues), default=0)):
+        for queue in queues:
+            if position < len(queue) and len(chosen) < count:
+                chosen.append(queue[position])
+    return chosen
 
 
 def _silence_clip(noises: list[tuple[str, np.ndarray]], rng: np.random.Generator) -> tuple[str, np.ndarray]:
@@ -343,6 +410,7 @@ def ingest(
     seed: int = 0,
     expected_sha256: str = "",
     overwrite: bool = False,
+    held_out_families: tuple[str, ...] = (),
     *,
     max_member_bytes: int = layout.MAX_MEMBER_BYTES,
     max_extracted_bytes: int = layout.MAX_EXTRACTED_BYTES,
@@ -362,7 +430,9 @@ def ingest(
         root, description, skipped = open_source(source, expected_sha256, Path(workdir), limits)
         log.info("reading clips below %s", root)
         scan = scan_corpus(root, resample, skipped, source)
-    names, rows = label_clips(scan, task, seed)
+    held_out_families = tuple(sorted(set(held_out_families)))
+    _check_families(held_out_families, scan.families, source)
+    names, rows = label_clips(scan, task, seed, held_out_families)
     empty = [split for split, split_rows in rows.items() if not split_rows.labels]
     if len(empty) == len(rows):
         raise storage.DatasetError(f"{source}: no usable clips ({len(scan.skipped)} files skipped)")
@@ -370,7 +440,8 @@ def ingest(
         # need a split refuse an empty one themselves, naming it
         log.warning("%s: the %s split%s empty", source, " and ".join(empty), " is" if len(empty) == 1 else "s are")
     report = _report(scan, source, names, rows)
-    recipe = {"source_content": scan.content.hexdigest(), "task": task, "resample": resample, "seed": seed}
+    recipe = {"source_content": scan.content.hexdigest(), "task": task, "resample": resample, "seed": seed,
+              "held_out_families": list(held_out_families), "layout": LAYOUT_VERSION}
 
     def write(staging: storage.Location) -> dict[str, Any]:
         for split, split_rows in rows.items():
@@ -395,8 +466,13 @@ def ingest(
             "clip_samples": CLIP_SAMPLES,
             "splits": {split: {"rows": len(split_rows.labels), "speakers": len(set(split_rows.speakers)),
                                "class_histogram": np.bincount(np.asarray(split_rows.labels, np.int64),
-                                                              minlength=len(names)).tolist()}
+                                                              minlength=len(names)).tolist(),
+                               "families": dict(sorted(Counter(scan.families[speaker] for speaker
+                                                               in split_rows.speakers
+                                                               if speaker in scan.families).items()))}
                        for split, split_rows in rows.items()},
+            "voice_families": scan.families,
+            "held_out_families": list(held_out_families),
             "noise_files": [name for name, _ in scan.noises],
             "skipped": len(scan.skipped),
             "resampled": len(scan.resampled),
@@ -405,6 +481,28 @@ def ingest(
 
     manifest, created = storage.publish(destination, DATASET_KIND, recipe, write, overwrite=overwrite)
     return manifest, created
+
+
+def is_held_out(family: str, held_out: tuple[str, ...]) -> bool:
+    """An entry names one family (``pico/en-GB``) or every family of an engine (``pico``)."""
+    return any(family == entry or family.startswith(f"{entry}/") for entry in held_out)
+
+
+def _check_families(held_out: tuple[str, ...], families: dict[str, str], source: str) -> None:
+    """Held-out families must be families of this corpus (a typo would silently hold nothing out)."""
+    if not held_out:
+        return
+    if not families:
+        raise storage.DatasetError(f"{source}: held_out_families needs a corpus that records each speaker's voice "
+                                   "family (the synthetic one does); this one does not")
+    known = sorted(set(families.values()))
+    unknown = [entry for entry in held_out if not any(is_held_out(family, (entry,)) for family in known)]
+    if unknown:
+        raise storage.DatasetError(f"held_out_families: {', '.join(unknown)} not in this corpus; its families: "
+                                   f"{', '.join(known)}")
+    if all(is_held_out(family, held_out) for family in known):
+        raise storage.DatasetError("held_out_families names every voice family of the corpus: nothing left to "
+                                   "train on")
 
 
 def _report(scan: Scan, source: str, names: list[str], rows: dict[str, SplitRows]) -> dict[str, Any]:

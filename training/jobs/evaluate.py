@@ -48,6 +48,10 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     metrics = {"test_accuracy": accuracy(confusion), "model_parameters": float(model.count_params())}
     metrics.update({f"test_accuracy_class_{name}": float(value)
                     for name, value in zip(class_names, per_class, strict=True)})
+    artifacts: dict[str, bytes] = {}
+    if workload.evaluate_further is not None:
+        further_metrics, artifacts = workload.evaluate_further(model)
+        metrics.update(further_metrics)
     figure = confusion_matrix_png(confusion, class_names,
                                   f"{spec.workload} · {spec.strategy} {spec.config} · "
                                   f"test accuracy {metrics['test_accuracy']:.2%}")
@@ -55,7 +59,8 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
         spec, record["mlflow_run_id"], metrics,
         {"confusion_matrix.png": figure,
          "confusion_matrix.json": json.dumps({"class_names": class_names, "counts": confusion.tolist()}).encode(),
-         "per_class_accuracy.json": json.dumps(dict(zip(class_names, per_class.tolist(), strict=True))).encode()},
+         "per_class_accuracy.json": json.dumps(dict(zip(class_names, per_class.tolist(), strict=True))).encode(),
+         **artifacts},
         model=model,
         example_inputs=model_inputs(images[:4]).numpy(),
     )
@@ -82,6 +87,14 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
         + (f"  (time to {spec.target_accuracy:.1%}: {target:.1f} s)" if target else
            f"  ({spec.target_accuracy:.1%} not reached)"),
     ]
+    scores = evaluation["metrics"]
+    if "test_accuracy_held_out_families" in scores:
+        lines.append(f"held-out families {scores['test_accuracy_held_out_families']:.2%} test accuracy on voice "
+                     f"families never trained on; {scores.get('test_accuracy_training_families', float('nan')):.2%} "
+                     "on new speakers of the trained families")
+    if "false_accept_rate" in scores:
+        lines.append(f"false accepts     {scores['false_accept_rate']:.2%} of the test speakers' non-keyword clips "
+                     "taken for a keyword")
     record = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE)) or {}
     for row in record.get("result", {}).get("epochs", []):  # every strategy writes the same rows
         loss = f"{row['train_loss']:.4f}" if row.get("train_loss") is not None else "   –  "

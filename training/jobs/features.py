@@ -103,7 +103,7 @@ def features_dataset(
 
     def write(staging: storage.Location) -> dict[str, Any]:
         splits = {}
-        for split in ("train", "validation", "test"):
+        for split in source_manifest["splits"]:  # train, validation, test (+ test_non_keywords)
             split_copies = copies if split == "train" else 0
             transform = functools.partial(
                 feature_record_batches, source=storage.to_uri(source), kind=kind, copies=split_copies, seed=seed,

@@ -46,6 +46,13 @@ SETTINGS = (
     Setting("archive_max_members", int, 250_000, "Archive: most members",
             "An archive with more members is refused (Speech Commands v0.02: ~106,000).", DATA, minimum=1,
             maximum=100_000_000),
+    Setting("held_out_families", str, "", "Held-out voice families",
+            "Comma-separated voice families (engine/voice, e.g. 'pico/en-GB', or a whole engine, 'pico') whose "
+            "speakers go to the test split only: accuracy on voices of a kind the model never heard, logged per "
+            "family (test_accuracy_family_*) and as test_accuracy_held_out_families. The synthetic corpus "
+            "records each speaker's family; `cloudburst synth-speech` prints them.", DATA, optional=True,
+            pattern=r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?(,[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?)*",
+            pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)"),
     Setting("features", str, "log_mel", "Audio features",
             "log_mel: 40 log-mel bands (25 ms window, 10 ms hop); mfcc: 40 MFCCs of the same bands.",
             AUGMENTATION, choices=FEATURE_KINDS),
@@ -64,9 +71,17 @@ def source_id(spec: RunSpec) -> str:
     return "source-" + hashlib.sha1(source.encode()).hexdigest()[:10]
 
 
+def held_out_families(spec: RunSpec) -> tuple[str, ...]:
+    """The held_out_families setting as a sorted tuple of distinct names."""
+    return tuple(sorted({name for name in spec.held_out_families.split(",") if name}))
+
+
 def clips_uri(spec: RunSpec) -> str:
-    """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12``."""
+    """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12`` (+ ``-resampled``,
+    + ``-heldout-<hash>`` when voice families are held out)."""
     suffix = "-resampled" if spec.resample else ""
+    if held_out_families(spec):
+        suffix += "-heldout-" + hashlib.sha1(",".join(held_out_families(spec)).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")
     return f"{root}/speech_commands/{source_id(spec)}/clips-task{spec.kws_task}{suffix}"
 

@@ -12,7 +12,7 @@ import numpy as np
 from training import sharding, storage
 from training.datasets import image_records
 from training.workloads.base import Trainable
-from training.workloads.kws_densenet_bilstm import SYNTHETIC_SOURCE
+from training.workloads.kws_densenet_bilstm import SYNTHETIC_SOURCE, held_out_families
 from training.workloads.mnist_elastic_cnn.trainable import adam
 
 if TYPE_CHECKING:
@@ -48,7 +48,8 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
         source = str(corpus)
     mebibyte = 1024 * 1024
     return speech_ingest.ingest(source, spec.raw_uri(), spec.kws_task, spec.resample, spec.seed, spec.data_sha256,
-                                overwrite, max_member_bytes=spec.archive_max_member_mb * mebibyte,
+                                overwrite, held_out_families(spec),
+                                max_member_bytes=spec.archive_max_member_mb * mebibyte,
                                 max_extracted_bytes=spec.archive_max_total_mb * mebibyte,
                                 max_archive_members=spec.archive_max_members)
 
@@ -77,4 +78,47 @@ def trainable(spec: RunSpec) -> Trainable:
         return densenet_bilstm(feature_shape(spec.features), len(class_names))
 
     return Trainable(name=spec.workload, num_classes=len(class_names), build_model=build_model, make_optimizer=adam,
-                     load_shard=load_shard, load_split=load_split, class_names=tuple(class_names))
+                     load_shard=load_shard, load_split=load_split, class_names=tuple(class_names),
+                     evaluate_further=lambda model: evaluate_keywords_and_families(spec, model, class_names))
+
+
+def evaluate_keywords_and_families(spec: RunSpec, model: Any,
+                                   class_names: list[str]) -> tuple[dict[str, float], dict[str, bytes]]:
+    """Keyword false accepts over every non-keyword clip of the test speakers, and test accuracy per voice family
+    (and over held-out / training families) when the corpus records families."""
+    import json
+
+    from training.datasets import speech_ingest
+    from training.evaluation.keywords import accuracy_by_group, false_accepts
+    from training.strategies.evaluation_clock import predicted_classes
+
+    features_uri = spec.augmented_uri()
+    splits = storage.require_manifest(features_uri)["splits"]
+    clips = storage.require_manifest(spec.raw_uri(), speech_ingest.DATASET_KIND)
+    metrics: dict[str, float] = {}
+    report: dict[str, Any] = {}
+    if splits.get(speech_ingest.NON_KEYWORD_TEST_SPLIT, {}).get("rows"):
+        batch = image_records.read_split(features_uri, speech_ingest.NON_KEYWORD_TEST_SPLIT)
+        rate, by_keyword = false_accepts(predicted_classes(model, batch.images), class_names)
+        metrics["false_accept_rate"] = rate
+        metrics.update({f"false_accepts_{keyword}": share for keyword, share in by_keyword.items()})
+        report["false_accepts"] = {"non_keyword_clips": len(batch), "rate": rate, "by_keyword": by_keyword}
+    families = clips.get("voice_families") or {}
+    if families:
+        batch = image_records.read_split(features_uri, "test")
+        _, table = speech_ingest.read_clips(spec.raw_uri(), "test")
+        speaker_of = dict(zip(table.column("index").to_pylist(), table.column("speaker").to_pylist(), strict=True))
+        family_of = [families.get(speaker_of[int(index)]) for index in batch.index]
+        predictions = predicted_classes(model, batch.images)
+        by_family = accuracy_by_group(batch.labels, predictions, family_of)
+        metrics.update({f"test_accuracy_family_{family}": row["accuracy"] for family, row in by_family.items()})
+        held_out = tuple(clips.get("held_out_families") or ())
+        kinds = [None if family is None else
+                 ("held_out_families" if speech_ingest.is_held_out(family, held_out) else "training_families")
+                 for family in family_of]
+        by_kind = accuracy_by_group(batch.labels, predictions, kinds)
+        metrics.update({f"test_accuracy_{kind}": row["accuracy"] for kind, row in by_kind.items()})
+        report |= {"held_out_families": list(held_out), "accuracy_by_family": by_family,
+                   "accuracy_by_kind_of_family": by_kind}
+    artifacts = {"keyword_evaluation.json": json.dumps(report, indent=2).encode()} if report else {}
+    return metrics, artifacts
