@@ -123,8 +123,8 @@ def test_keyword_spotting_runs_have_their_own_sources_and_dataset_names():
                    features="mfcc", kws_task=35, workers_per_node=2)
     assert spec.resolved_data_source() == "synthetic"
     assert RunSpec().resolved_data_source() == str(VENDORED_MNIST)
-    assert spec.raw_uri() == "file:///data/speech_commands/synthetic-s40-seed2/clips-task35"
-    assert spec.augmented_uri() == "file:///data/speech_commands/synthetic-s40-seed2/features-task35-mfcc-k3-seed2"
+    assert spec.raw_uri() == "file:///data/speech_commands/synthetic-v2-s40-seed2/clips-task35"
+    assert spec.augmented_uri() == "file:///data/speech_commands/synthetic-v2-s40-seed2/features-task35-mfcc-k3-seed2"
     assert spec.shards_uri() == f"{spec.augmented_uri()}-shards2-seed2"
     real = spec.with_changes(data_source="/corpora/speech_commands_v0.02.tar.gz", resample=True)
     assert real.raw_uri().startswith("file:///data/speech_commands/source-")

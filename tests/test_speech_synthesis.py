@@ -331,7 +331,7 @@ def test_the_command_line_glue_builds_the_default_layout(tmp_path, capsys):
     assert speech_synthesis.run(args) == tmp_path / "cli"
     assert sorted(path.parent.name for path in (tmp_path / "cli").glob("*/*_nohash_0.wav")) == ["go", "stop"]
     assert "2 utterances" in capsys.readouterr().out
-    assert speech_synthesis.default_corpus_dir(100, 2, 0).name == "speech-commands-synthetic-s100-r2-seed0"
+    assert speech_synthesis.default_corpus_dir(100, 2, 0).name == "speech-commands-synthetic-v2-s100-r2-seed0"
 
 
 # --- Worker processes ----------------------------------------------------------------------------------------

@@ -42,3 +42,7 @@ SPEECH_FEATURES = "speech-features"
 IMAGE_SHARDS = "image-shards"
 # Keyword-spotting feature kinds (training.audio.features computes them).
 FEATURE_KINDS = ("log_mel", "mfcc")
+
+# The synthetic speech corpus' generator: part of the corpus' and its datasets' names, so a corpus made by an
+# older generator is left where it is instead of clashing with the new one's recipe.
+SPEECH_GENERATOR_VERSION = 2  # bump whenever the same synthesis recipe would produce different bytes

@@ -83,12 +83,13 @@ from scipy import signal
 from training import REPO_ROOT, storage
 from training.audio import acoustics
 from training.audio.acoustics import Channel, Room
+from training.contract import SPEECH_GENERATOR_VERSION
 from training.datasets.speech_commands import ALL_WORDS, BACKGROUND_NOISE, KEYWORDS, SAMPLE_RATE, which_set
 from training.storage import DatasetError
 
 log = logging.getLogger(__name__)
 
-GENERATOR_VERSION = 2  # bump whenever the same recipe would produce different bytes
+GENERATOR_VERSION = SPEECH_GENERATOR_VERSION  # bumped in training.contract
 DATASET_KIND = "speech_commands_synthetic"
 LEGACY_REPORT_NAME = "_synthesis.json"  # what marked a complete corpus before they went through storage.publish
 # One speaker's (or background noise's) work; the slowest, a festival HTS speaker of all 35 words with two
@@ -993,7 +994,8 @@ def _serve_jobs(connection: Connection) -> None:
 
 
 def default_corpus_dir(speakers: int, repetitions: int, seed: int) -> Path:
-    return REPO_ROOT / "var" / "corpora" / f"speech-commands-synthetic-s{speakers}-r{repetitions}-seed{seed}"
+    return (REPO_ROOT / "var" / "corpora"
+            / f"speech-commands-synthetic-v{GENERATOR_VERSION}-s{speakers}-r{repetitions}-seed{seed}")
 
 
 def _recipe(speakers: int, words: Sequence[str], repetitions: int, seed: int) -> dict[str, Any]:
@@ -1293,8 +1295,8 @@ def _readme(recipe: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dest", default=None,
                         help="output directory (default: "
-                             f"{REPO_ROOT / 'var' / 'corpora'}/speech-commands-synthetic-s<speakers>-r<repetitions>"
-                             "-seed<seed>)")
+                             f"{REPO_ROOT / 'var' / 'corpora'}/speech-commands-synthetic-v{GENERATOR_VERSION}"
+                             "-s<speakers>-r<repetitions>-seed<seed>)")
     parser.add_argument("--speakers", type=int, default=100, help="synthetic speakers (default: %(default)s)")
     parser.add_argument("--words", default=None,
                         help=f"comma-separated words (default: all {len(ALL_WORDS)} Speech Commands v0.02 words)")

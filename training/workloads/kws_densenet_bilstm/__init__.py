@@ -11,7 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.contract import EVALUATE, FEATURE_KINDS, FEATURES, INGEST, SHARD, TRAIN
+from training.contract import EVALUATE, FEATURE_KINDS, FEATURES, INGEST, SHARD, SPEECH_GENERATOR_VERSION, TRAIN
 from training.settings import AUGMENTATION, DATA, RunSpecError, Setting
 from training.workloads.base import WorkloadDefinition
 
@@ -67,7 +67,7 @@ def source_id(spec: RunSpec) -> str:
     """A short name for a speech source: the synthetic corpus' recipe, or a hash of the path or URL."""
     source = spec.resolved_data_source()
     if source == SYNTHETIC_SOURCE:
-        return f"synthetic-s{spec.speakers}-seed{spec.seed}"
+        return f"synthetic-v{SPEECH_GENERATOR_VERSION}-s{spec.speakers}-seed{spec.seed}"
     return "source-" + hashlib.sha1(source.encode()).hexdigest()[:10]
 
 
