@@ -20,7 +20,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, BaseOperator
 
 from training import storage
-from training.config import RunSpec, RunSpecError, run_name_from
+from training.config import RunSpec, RunSpecError, run_name_from, shard_rows
 from training.contract import EVALUATE, EVALUATION_FILE, IMAGE_SHARDS, REPO_ROOT, RUN_SPEC_FILE, job_module, job_path
 from training.jobs.spark_session import check_cluster_configuration
 
@@ -127,7 +127,7 @@ def validate_run(workload: str, **context: Any) -> dict[str, Any]:
     check_cluster_configuration(spec.spark_master)
     if spec.existing_shards:
         manifest = storage.require_manifest(spec.existing_shards, IMAGE_SHARDS)
-        spec.validate_shards(manifest["num_shards"], [shard["rows"] for shard in manifest["shards"]])
+        spec.validate_shards(manifest["num_shards"], shard_rows(manifest))
     recorded = storage.read_json(storage.join(spec.run_uri(), RUN_SPEC_FILE))
     changed = spec.differences(recorded) if recorded is not None else []
     if changed:  # caught here, not after ingest/augment/shard ran for nothing

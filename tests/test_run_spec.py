@@ -195,3 +195,12 @@ def test_cloudburst_settings_lists_every_flag(capsys):
     for entry in workload_settings("kws_densenet_bilstm"):
         assert entry.flag in listing
     assert "--alpha" not in listing  # MNIST's own
+
+
+def test_shard_rows_come_only_from_a_well_formed_manifest():
+    from training.config import shard_rows
+
+    assert shard_rows({"num_shards": 2, "shards": [{"rows": 10}, {"rows": 12}]}) == [10, 12]
+    for manifest in ({"num_shards": 2}, {"shards": "two"}, {"shards": [{"rows": "10"}]}, {"shards": [{"rows": True}]},
+                     {"shards": [None]}):
+        assert shard_rows(manifest) is None, manifest

@@ -22,7 +22,7 @@ from training.contract import REPO_ROOT
 from training.settings import SERVER_OPTIMIZERS, SHARED_SETTINGS, STRATEGIES, RunSpecError, Setting
 
 __all__ = ["REPO_ROOT", "SERVER_OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings",
-           "run_name_from", "setting", "workload_defaults", "workload_settings"]
+           "run_name_from", "setting", "shard_rows", "workload_defaults", "workload_settings"]
 
 
 def _collect_settings() -> dict[str, Setting]:
@@ -273,6 +273,16 @@ RunSpec = dataclasses.make_dataclass(
 RunSpec.__module__ = __name__  # pickling (Spark, Horovod) finds it as training.config.RunSpec
 RunSpec.__doc__ = ("Everything that defines a training run. Every field is a setting (training.settings): a DAG "
                    "Param, a flag of every job and an MLflow param.")
+
+
+def shard_rows(manifest: dict[str, Any]) -> list[int] | None:
+    """Each shard's training rows from a shards manifest; None when it does not list them (a manifest written by
+    hand or by another tool), so only the shard count can be checked."""
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or not all(isinstance(shard, dict) and type(shard.get("rows")) is int
+                                               for shard in shards):
+        return None
+    return [shard["rows"] for shard in shards]
 
 
 def run_name_from(identifier: str) -> str:

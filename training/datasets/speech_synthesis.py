@@ -1317,4 +1317,7 @@ def run(args: argparse.Namespace) -> Path:
           f"({len(report['families'])} voice families, engines {report['engines']}) in {report['seconds']:.1f} s, "
           f"{report['utterances_per_second']:.1f} utt/s "
           f"→ {destination}", flush=True)
+    # The names held_out_families takes, with their speaker counts.
+    print("voice families: " + ", ".join(f"{family} ({count})" for family, count in sorted(report["families"].items())),
+          flush=True)
     return destination

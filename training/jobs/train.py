@@ -15,7 +15,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from training import sharding, storage, tracking
-from training.config import RunSpec, RunSpecError
+from training.config import RunSpec, RunSpecError, shard_rows
 from training.contract import INGEST_REPORT_FILE, RESULT_FILE, RUN_SPEC_FILE
 from training.datasets.image_records import require_records
 from training.strategies import get_strategy
@@ -35,7 +35,7 @@ def check_inputs(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     augmented = require_records(spec.augmented_uri())
     require_test_examples(augmented)
     shards = storage.require_manifest(spec.shards_uri(), sharding.DATASET_KIND)
-    spec.validate_shards(shards["num_shards"], [shard["rows"] for shard in shards["shards"]])
+    spec.validate_shards(shards["num_shards"], shard_rows(shards))
     return augmented, shards
 
 

@@ -50,7 +50,7 @@ SETTINGS = (
             "Comma-separated voice families (engine/voice, e.g. 'pico/en-GB', or a whole engine, 'pico') whose "
             "speakers go to the test split only: accuracy on voices of a kind the model never heard, logged per "
             "family (test_accuracy_family_*) and as test_accuracy_held_out_families. The synthetic corpus "
-            "records each speaker's family; `cloudburst synth-speech` prints them.", DATA, optional=True,
+            "records each speaker's family; `cloudburst synth-speech` lists them.", DATA, optional=True,
             pattern=r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?(,[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?)*",
             pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)"),
     Setting("features", str, "log_mel", "Audio features",
