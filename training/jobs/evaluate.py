@@ -42,7 +42,8 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     workload = workload_for(spec)
     images, labels = workload.load_split(spec.augmented_uri(), "test")
     model = load_model(record["result"]["model_uri"])
-    confusion = confusion_matrix(labels, predicted_classes(model, images), workload.num_classes)
+    predictions = predicted_classes(model, images)
+    confusion = confusion_matrix(labels, predictions, workload.num_classes)
     per_class = per_class_accuracy(confusion)
     class_names = list(workload.class_names) or [str(label) for label in range(workload.num_classes)]
     metrics = {"test_accuracy": accuracy(confusion), "model_parameters": float(model.count_params())}
@@ -50,7 +51,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
                     for name, value in zip(class_names, per_class, strict=True)})
     artifacts: dict[str, bytes] = {}
     if workload.evaluate_further is not None:
-        further_metrics, artifacts = workload.evaluate_further(model)
+        further_metrics, artifacts = workload.evaluate_further(model, predictions)
         metrics.update(further_metrics)
     figure = confusion_matrix_png(confusion, class_names,
                                   f"{spec.workload} · {spec.strategy} {spec.config} · "

@@ -185,8 +185,12 @@ def unflatten(flat: np.ndarray, like: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def steps_per_worker_epoch(shards_uri: str, spec: RunSpec) -> list[int]:
-    """Each worker's steps per epoch, from the shard manifest (a worker may hold several shards)."""
+    """Each worker's steps per epoch, from the shard manifest (a worker may hold several shards), after the same
+    check the train job makes (every worker has a shard and at least one batch) for callers that skip it."""
+    from training.config import shard_rows
+
     manifest = storage.require_manifest(shards_uri, sharding.DATASET_KIND)
+    spec.validate_shards(manifest["num_shards"], shard_rows(manifest))
     rows = [shard["rows"] for shard in manifest["shards"]]
     return [sum(rows[shard] for shard in sharding.shards_of_worker(rank, spec.total_workers, len(rows)))
             // spec.batch_size_per_worker for rank in range(spec.total_workers)]
@@ -213,8 +217,6 @@ class DownpourStrategy:
                              f"keep to themselves")
         template = model.get_weights()
         worker_steps = steps_per_worker_epoch(shards_uri, spec)
-        if min(worker_steps) < 1:
-            raise ValueError(f"a worker's shard is smaller than one batch of {spec.batch_size_per_worker}")
         total_steps = sum(worker_steps)
         checkpoints = CheckpointStore(run_uri)
         resumed_from = checkpoints.latest_epoch()

@@ -53,9 +53,9 @@ class Trainable:
     load_shard: Callable[[str, int, int], tuple[np.ndarray, np.ndarray]]  # (shards URI, rank, workers)
     load_split: Callable[[str, str], tuple[np.ndarray, np.ndarray]]  # (dataset URI, split name)
     class_names: tuple[str, ...] = ()
-    # Workload-specific evaluation beyond accuracy (model → (metrics, artifacts)); keyword spotting's false accepts
-    # and per-voice-family accuracy.
-    evaluate_further: Callable[[Any], tuple[dict[str, float], dict[str, bytes]]] | None = None
+    # Workload-specific evaluation beyond accuracy: (model, predictions for load_split's test rows, in its order)
+    # → (metrics, artifacts); keyword spotting's false accepts and per-voice-family accuracy.
+    evaluate_further: Callable[[Any, np.ndarray], tuple[dict[str, float], dict[str, bytes]]] | None = None
 
     def make_loss(self) -> Any:
         import tensorflow as tf

@@ -79,13 +79,15 @@ def trainable(spec: RunSpec) -> Trainable:
 
     return Trainable(name=spec.workload, num_classes=len(class_names), build_model=build_model, make_optimizer=adam,
                      load_shard=load_shard, load_split=load_split, class_names=tuple(class_names),
-                     evaluate_further=lambda model: evaluate_keywords_and_families(spec, model, class_names))
+                     evaluate_further=lambda model, test_predictions: evaluate_keywords_and_families(
+                         spec, model, test_predictions, class_names))
 
 
-def evaluate_keywords_and_families(spec: RunSpec, model: Any,
+def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: np.ndarray,
                                    class_names: list[str]) -> tuple[dict[str, float], dict[str, bytes]]:
     """Keyword false accepts over every non-keyword clip of the test speakers, and test accuracy per voice family
-    (and over held-out / training families) when the corpus records families."""
+    (and over held-out / training families) when the corpus records families; ``test_predictions`` are the
+    evaluate step's, for the test split in load_split's order."""
     import json
 
     from training.datasets import speech_ingest
@@ -109,14 +111,13 @@ def evaluate_keywords_and_families(spec: RunSpec, model: Any,
         _, table = speech_ingest.read_clips(spec.raw_uri(), "test")
         speaker_of = dict(zip(table.column("index").to_pylist(), table.column("speaker").to_pylist(), strict=True))
         family_of = [families.get(speaker_of[int(index)]) for index in batch.index]
-        predictions = predicted_classes(model, batch.images)
-        by_family = accuracy_by_group(batch.labels, predictions, family_of)
+        by_family = accuracy_by_group(batch.labels, test_predictions, family_of)  # same rows, same order
         metrics.update({f"test_accuracy_family_{family}": row["accuracy"] for family, row in by_family.items()})
         held_out = tuple(clips.get("held_out_families") or ())
         kinds = [None if family is None else
                  ("held_out_families" if speech_ingest.is_held_out(family, held_out) else "training_families")
                  for family in family_of]
-        by_kind = accuracy_by_group(batch.labels, predictions, kinds)
+        by_kind = accuracy_by_group(batch.labels, test_predictions, kinds)
         metrics.update({f"test_accuracy_{kind}": row["accuracy"] for kind, row in by_kind.items()})
         report |= {"held_out_families": list(held_out), "accuracy_by_family": by_family,
                    "accuracy_by_kind_of_family": by_kind}
