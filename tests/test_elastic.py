@@ -78,6 +78,17 @@ def test_each_example_is_deformed_the_same_whatever_batch_computes_it(images, in
         assert np.array_equal(split, whole_batch)
 
 
+def test_displacements_are_bit_identical_whatever_the_batch_size_and_position():
+    """BLAS picks other kernels for other matrix sizes and for the rows a block or thread split leaves over: the
+    fields of an example must not change by one bit with its batch (a Spark partition vs the whole split)."""
+    count = 3000
+    index, copy = np.arange(count, dtype=np.int64), copies(2, count)
+    whole = elastic.displacement_fields(7, index, copy, SHAPE, 34.0, 4.0)
+    for start, size in ((0, 1), (5, 7), (17, 33), (100, 200), (1000, 1999)):
+        part = elastic.displacement_fields(7, index[start:start + size], copy[start:start + size], SHAPE, 34.0, 4.0)
+        assert part.tobytes() == whole[start:start + size].tobytes(), (start, size)
+
+
 def test_uniform_fields_of_one_example_do_not_depend_on_its_batch(index):
     whole_batch = elastic.uniform_fields(9, index, copies(1), SHAPE)
     alone = elastic.uniform_fields(9, index[40:41], copies(1, 1), SHAPE)

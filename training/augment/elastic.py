@@ -93,9 +93,12 @@ def displacement_fields(
     count = len(fields)
     row_smoother = gaussian_smoothing_matrix(height, sigma).astype(np.float32)
     column_smoother = (gaussian_smoothing_matrix(width, sigma).T * alpha).astype(np.float32)
-    # Separable filter as two matrix products over the whole batch: one GEMM each, no per-image loop.
-    smoothed = fields.reshape(-1, width) @ column_smoother
-    smoothed = np.matmul(row_smoother, smoothed.reshape(count * 2, height, width))
+    # Separable filter as two stacked matrix products: numpy calls BLAS once per (h, w) field, always with the
+    # same shapes, so a field's bits never depend on its batch. One GEMM over the whole batch (n·2·h rows) did:
+    # BLAS takes other kernels for the rows a block or thread split leaves over, and its float32 sums then differ
+    # in the last bit, which can flip a pixel's rounding between a Spark partition and the whole set.
+    stacked = fields.reshape(count * 2, height, width)
+    smoothed = np.matmul(row_smoother, np.matmul(stacked, column_smoother))
     return smoothed.reshape(count, 2, height, width)
 
 
