@@ -70,7 +70,10 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
             epochs.append({"epoch": epoch + 1, "val_accuracy": float(logs["val_accuracy"]), "epoch_seconds": seconds,
                            "samples_per_second": steps_per_epoch * spec.batch_size_per_worker / seconds})
 
-    model.fit(training_dataset(images, labels, spec.batch_size_per_worker, spec.seed), epochs=spec.epochs,
+    # The workload's online augmentation too (keyword spotting): the same input pipeline as every strategy.
+    dataset = training_dataset(images, labels, spec.batch_size_per_worker, spec.seed, augment=workload.augment_batch,
+                               augment_seed=(spec.seed, rank))
+    model.fit(dataset, epochs=spec.epochs,
               steps_per_epoch=steps_per_epoch, callbacks=[clock, Recorder()], verbose=0)
     return {"epochs": epochs, "evaluations": clock.evaluations, "time_to_target_seconds": clock.time_to_target_seconds,
             "final_accuracy": float(np.asarray(epochs[-1]["val_accuracy"]))}

@@ -125,7 +125,7 @@ class Setting:
         if self.maximum is not None:
             schema["maximum"] = self.maximum
         if self.pattern and not self.optional:
-            schema["pattern"] = f"^{self.pattern}$"
+            schema["pattern"] = f"^(?:{self.pattern})$"  # grouped: a top-level | must not escape the anchors
         return schema
 
 

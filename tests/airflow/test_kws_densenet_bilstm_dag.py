@@ -12,7 +12,7 @@ import pytest
 from training import storage
 from training.config import RunSpec, RunSpecError, workload_settings
 from training.contract import FEATURE_KINDS
-from training.workloads.kws_densenet_bilstm import KWS_TASKS
+from training.workloads.kws_densenet_bilstm import KWS_TASKS, ONLINE_AUGMENTATION_DEFAULT
 
 DAG_ID = "kws_densenet_bilstm"
 PIPELINE = ["validate_run", "wait_for_raw_data", "ingest", "features", "shard", "check_shards", "train", "evaluate"]
@@ -36,9 +36,16 @@ def test_the_form_has_the_speech_settings_and_not_the_mnist_ones(dag):
     assert dag.params.get_param("kws_task").schema["enum"] == list(KWS_TASKS)
     assert dag.params.get_param("features").schema["enum"] == list(FEATURE_KINDS)
     assert dag.params["data_source"] == "synthetic"
-    for name in ("speakers", "kws_task", "features", "resample", "data_sha256", "held_out_families"):
+    for name in ("speakers", "kws_task", "features", "resample", "data_sha256", "held_out_families",
+                 "online_augmentation"):
         param = dag.params.get_param(name)
         assert param.schema.get("title") and param.description, name
+    # The form refuses what the setting refuses: its pattern is anchored as a whole, alternatives included.
+    import re
+
+    pattern = dag.params.get_param("online_augmentation").schema["pattern"]
+    assert re.fullmatch(pattern, "speed,noise") and re.fullmatch(pattern, "none")
+    assert not re.search(pattern, "none,reverb") and not re.search(pattern, "reverb,speed")
 
 
 def context_for(**params):
@@ -82,6 +89,7 @@ def test_a_real_run_on_a_tiny_synthetic_corpus(dag, tmp_path):
     params, metrics = run.data.params, run.data.metrics
     assert (params["workload"], params["kws_task"], params["speakers"], params["features"]) == (
         DAG_ID, "12", "24", "log_mel")
+    assert params["online_augmentation"] == ONLINE_AUGMENTATION_DEFAULT  # on by default, recorded with the run
     # Same metric names as the MNIST runs, per-class accuracy by class name, and the model size.
     assert {"test_accuracy", "wall_seconds", "samples_per_second_mean", "model_parameters"} <= set(metrics)
     assert {"test_accuracy_class_yes", "test_accuracy_class__silence_", "test_accuracy_class__unknown_"} <= set(

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # (weights, epoch, round index) → one result per worker: {"rank", "weights", "examples", "loss", "accuracy", …}
+# Online augmentation numbers a worker's batches on across rounds: round r of epoch e starts at batch
+# (e · rounds_per_epoch + r) · ROUND_BATCHES, more than any round trains, so no two rounds share seeds.
+ROUND_BATCHES = 1_000_000
 RoundRunner = Callable[[list[np.ndarray], int, int], list[dict[str, Any]]]
 
 
@@ -94,9 +97,12 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
         # Dropout draws and the shuffle follow the round, not whatever this Python worker ran before.
         tf.keras.utils.set_random_seed(_round_seed(spec.seed, rank, epoch, round_index))
         started = time.perf_counter()
-        history = model.fit(training_dataset(images[part], labels[part], spec.batch_size_per_worker,
-                                             seed=spec.seed + rank + epoch), epochs=1, steps_per_epoch=steps,
-                            verbose=0)
+        # Online augmentation: batch numbers run on over rounds and epochs (a round has at most ROUND_BATCHES).
+        dataset = training_dataset(images[part], labels[part], spec.batch_size_per_worker,
+                                   seed=spec.seed + rank + epoch, augment=workload.augment_batch,
+                                   augment_seed=(spec.seed, rank),
+                                   first_batch=(epoch * spec.rounds_per_epoch + round_index) * ROUND_BATCHES)
+        history = model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0)
         yield {"rank": rank, "weights": model.get_weights(), "examples": steps * spec.batch_size_per_worker,
                "loss": float(history.history["loss"][-1]), "accuracy": float(history.history["accuracy"][-1]),
                "seconds": time.perf_counter() - started}

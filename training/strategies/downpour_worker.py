@@ -77,7 +77,9 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
         raise ValueError(f"worker {rank}: a shard of {len(labels)} examples is smaller than one batch of "
                          f"{spec.batch_size_per_worker}")
     start_epoch = job["start_epoch"]
-    dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + 1000 * rank + start_epoch)
+    dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + 1000 * rank + start_epoch,
+                               augment=workload.augment_batch, augment_seed=(spec.seed, rank),
+                               first_batch=start_epoch * steps_per_epoch)
 
     model = workload.build_model()
     variables = model.trainable_variables

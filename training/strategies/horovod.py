@@ -60,7 +60,6 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     if steps_per_epoch < 1:
         raise ValueError(f"shard of {shortest_shard} examples is smaller than one batch of "
                          f"{spec.batch_size_per_worker} × backward_passes_per_step {spec.backward_passes_per_step}")
-    dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + rank)
 
     model = workload.build_model()
     scaled_learning_rate = spec.learning_rate * size  # Horovod: scale the learning rate by the workers
@@ -81,6 +80,9 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
         if rank == 0:
             print(f"[horovod] resuming after epoch {resumed_from} from {run_uri}/checkpoints", flush=True)
 
+    dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + rank,
+                               augment=workload.augment_batch, augment_seed=(spec.seed, rank),
+                               first_batch=resumed_from * steps_per_epoch)
     clock = EvaluationClock(
         test_images, test_labels,
         evaluations_per_epoch=spec.evaluations_per_epoch,

@@ -56,6 +56,9 @@ class Trainable:
     # Workload-specific evaluation beyond accuracy: (model, predictions for load_split's test rows, in its order)
     # → (metrics, artifacts); keyword spotting's false accepts and per-voice-family accuracy.
     evaluate_further: Callable[[Any, np.ndarray], tuple[dict[str, float], dict[str, bytes]]] | None = None
+    # Online augmentation of every training batch: (float32 model inputs, stateless seed int64[2]) → inputs of the
+    # same shape; the strategies' input pipeline seeds it by run seed, worker and batch number. None: no change.
+    augment_batch: Callable[[Any, Any], Any] | None = None
 
     def make_loss(self) -> Any:
         import tensorflow as tf

@@ -11,6 +11,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from training.augment.spectrogram import ONLINE_AUGMENTATIONS
 from training.contract import EVALUATE, FEATURE_KINDS, FEATURES, INGEST, SHARD, SPEECH_GENERATOR_VERSION, TRAIN
 from training.settings import AUGMENTATION, DATA, RunSpecError, Setting
 from training.workloads.base import WorkloadDefinition
@@ -19,6 +20,10 @@ if TYPE_CHECKING:
     from training.config import RunSpec
 
 NAME = "kws_densenet_bilstm"
+# training.augment.spectrogram.ONLINE_AUGMENTATIONS less gain (the model normalises each example: gain alone
+# hardly changes what it sees).
+ONLINE_AUGMENTATION_DEFAULT = "speed,pitch,shift,noise,time_mask,freq_mask"
+_AUGMENTATION_NAMES = "|".join(ONLINE_AUGMENTATIONS)
 SYNTHETIC_SOURCE = "synthetic"
 KWS_TASKS = (12, 35)
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
@@ -53,6 +58,15 @@ SETTINGS = (
             "records each speaker's family; `cloudburst synth-speech` lists them.", DATA, optional=True,
             pattern=r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?(,[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?)*",
             pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)"),
+    Setting("online_augmentation", str, ONLINE_AUGMENTATION_DEFAULT, "Online augmentation",
+            "Comma-separated augmentations drawn afresh for every training batch, in the input pipeline, on the "
+            "stored features (deterministic per seed, worker and step): speed (time stretch 0.85-1.15), pitch "
+            "(mel-axis warp 0.9-1.1), shift (up to 150 ms), gain (12 dB), noise (coloured, 0-30 dB SNR), "
+            "time_mask and freq_mask (SpecAugment); 'none' for none. The offline copies (augment_copies) are "
+            "independent of it.", AUGMENTATION,
+            pattern=rf"none|({_AUGMENTATION_NAMES})(,({_AUGMENTATION_NAMES}))*",
+            pattern_help=f"must be 'none' or comma-separated names from {', '.join(ONLINE_AUGMENTATIONS)} (no "
+                         "spaces)"),
     Setting("features", str, "log_mel", "Audio features",
             "log_mel: 40 log-mel bands (25 ms window, 10 ms hop); mfcc: 40 MFCCs of the same bands.",
             AUGMENTATION, choices=FEATURE_KINDS),
@@ -95,11 +109,12 @@ def features_uri(spec: RunSpec) -> str:
 
 def check_source(spec: RunSpec) -> None:
     source = spec.resolved_data_source()
-    if source == SYNTHETIC_SOURCE or source.startswith(("http://", "https://")) or Path(source).is_dir():
+    # An hdfs:// landing zone may not have landed yet: the DAG's wait_for_raw_data waits for it, ingest checks it.
+    if source == SYNTHETIC_SOURCE or source.startswith(("http://", "https://", "hdfs://")) or Path(source).is_dir():
         return
     if not (Path(source).is_file() and source.endswith(ARCHIVE_SUFFIXES)):
-        raise RunSpecError(f"data_source={source!r}: not 'synthetic', a directory, an existing .tar.gz or an "
-                           "http(s) URL")
+        raise RunSpecError(f"data_source={source!r}: not 'synthetic', a directory, an existing .tar.gz, an "
+                           "http(s) URL or an hdfs:// directory or archive")
 
 
 DEFINITION = WorkloadDefinition(
@@ -115,7 +130,7 @@ DEFINITION = WorkloadDefinition(
     settings=SETTINGS,
     defaults=DEFAULTS,
     source_help="Keyword spotting: 'synthetic' (a corpus synthesised offline, the default), or a Speech Commands "
-                "directory, .tar.gz or http(s) URL.",
+                "directory, .tar.gz, http(s) URL, or hdfs:// directory or archive (a landing zone).",
     check_source=check_source,
     assets={INGEST: ("speech_commands_clips", "x-cloudburst://datasets/speech_commands/clips"),
             FEATURES: ("speech_commands_features", "x-cloudburst://datasets/speech_commands/features"),

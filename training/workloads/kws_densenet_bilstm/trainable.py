@@ -69,6 +69,7 @@ def load_split(dataset_uri: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 def trainable(spec: RunSpec) -> Trainable:
     """The classes are those the features dataset holds: the 35-word task on v0.01 (30 words) has 30, not 35."""
     from training.audio.features import feature_shape
+    from training.augment.spectrogram import make_augmenter, parse_augmentations
 
     class_names = storage.require_manifest(spec.augmented_uri())["class_names"]
 
@@ -79,6 +80,7 @@ def trainable(spec: RunSpec) -> Trainable:
 
     return Trainable(name=spec.workload, num_classes=len(class_names), build_model=build_model, make_optimizer=adam,
                      load_shard=load_shard, load_split=load_split, class_names=tuple(class_names),
+                     augment_batch=make_augmenter(parse_augmentations(spec.online_augmentation), spec.features),
                      evaluate_further=lambda model, test_predictions: evaluate_keywords_and_families(
                          spec, model, test_predictions, class_names))
 
