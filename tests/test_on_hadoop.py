@@ -140,6 +140,43 @@ def test_mnist_ingests_from_an_hdfs_landing_zone_with_its_checksums(hadoop, hdfs
     assert storage.read_manifest(spec.raw_uri()) is None
 
 
+def test_keyword_spotting_ingests_from_an_hdfs_landing_zone_as_a_directory_or_an_archive(hadoop, hdfs_root,
+                                                                                           tmp_path):
+    """A Speech Commands corpus landed on HDFS (a directory, or the .tar.gz) ingests to the same clips as the
+    local copy; a landing zone over the archive limits or a missing one is one line and publishes nothing."""
+    import tarfile
+
+    from test_speech_ingest import make_corpus
+
+    corpus = make_corpus(tmp_path / "corpus", bad=True)
+    archive = tmp_path / "corpus.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(corpus, arcname="speech_commands")
+    landing = storage.join(hdfs_root, "landing", "speech")
+    where = storage.resolve(landing)
+    where.fs.put(str(corpus), f"{where.path}/corpus", recursive=True)
+    where.fs.put_file(str(archive), f"{where.path}/corpus.tar.gz")
+    common = {"workload": "kws_densenet_bilstm", "data_root": str(tmp_path / "data")}
+    local = RunSpec(**common, data_source=str(corpus))
+    assert cloudburst("ingest", local, timeout=300).returncode == 0
+    expected = storage.require_manifest(local.raw_uri())
+    for source in (f"{landing}/corpus", f"{landing}/corpus.tar.gz"):
+        spec = RunSpec(**common, data_source=source)
+        result = cloudburst("ingest", spec, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        manifest = storage.require_manifest(spec.raw_uri())
+        assert manifest["splits"] == expected["splits"] and manifest["skipped"] == expected["skipped"], source
+        assert manifest["recipe"]["source_content"] == expected["recipe"]["source_content"], source
+    for source, message in ((f"{landing}/corpus", "more than archive_max_members"),
+                            (f"{landing}/nothing-here", "no such file or directory on HDFS")):
+        spec = RunSpec(workload="kws_densenet_bilstm", data_root=str(tmp_path / "refused"), data_source=source,
+                       archive_max_members=5)
+        result = cloudburst("ingest", spec, timeout=300)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        assert message in result.stderr
+        assert storage.read_manifest(spec.raw_uri()) is None
+
+
 def test_hdfs_in_safe_mode_is_one_line_and_nothing_is_written(hadoop, tmp_path):
     admin = [str(Path(__file__).resolve().parents[1] / "infra" / "hadoop" / "hadoop.sh"), "dfsadmin", "-safemode"]
     spec = RunSpec(**SLICE, data_root=f"{hadoop.hdfs_uri}/cloudburst-tests/safe-mode", spark_master="yarn")

@@ -1,7 +1,8 @@
 """Ingest a Speech Commands corpus (v0.01, v0.02 or the synthetic one) into a Parquet dataset of labelled clips.
 
-The source may be a directory, a ``.tar.gz``/``.tar`` archive, or an http(s) URL of one (optionally checked
-against a sha256). Archives are verified whole and extracted safely, within size limits, into a temporary
+The source may be a directory, a ``.tar.gz``/``.tar`` archive, an http(s) URL of one, or either on HDFS
+(``hdfs://…``, a landing zone; copied to local disk first, within the archive limits), optionally checked
+against a sha256. Archives are verified whole and extracted safely, within size limits, into a temporary
 directory. Every clip is checked: a bad one (empty, not WAV, truncated, stereo, not 16-bit PCM, zero-length, another
 sample rate unless ``resample``, a name that is not UTF-8) is skipped and listed with its reason in
 ``ingest_report.json``; everything else is padded or cut to 1 s, and each clip cut is listed there too.
@@ -125,6 +126,15 @@ def open_source(source: str, expected_sha256: str, workdir: Path,
         with archive.open("wb") as out:
             download.download(source, out, max_bytes=limits.total_bytes, timeout_seconds=DOWNLOAD_TIMEOUT_SECONDS,
                               expected_sha256=expected_sha256)
+    elif source.startswith("hdfs://"):
+        copied = _copy_from_hdfs(source, workdir / "from-hdfs", limits)
+        if copied.is_dir():
+            if expected_sha256:
+                raise storage.DatasetError(f"{source}: data_sha256 applies to an archive, not a directory")
+            return copied, source, []
+        archive = copied
+        if expected_sha256:
+            download.verify_file(archive, source, expected_sha256)
     else:
         archive = Path(source).expanduser()
         if archive.is_dir():
@@ -145,6 +155,45 @@ def open_source(source: str, expected_sha256: str, workdir: Path,
         skipped = [{**entry, "path": entry["path"].removeprefix(prefix)} for entry in skipped]
         target = entries[0]
     return target, source, skipped
+
+
+def _copy_from_hdfs(source: str, target: Path, limits: layout.ArchiveLimits) -> Path:
+    """A landing zone on HDFS (a corpus directory or an archive) copied to local disk over WebHDFS, within the
+    archive limits (checked from HDFS's listing before a byte is copied): the TTS-free ingestion reads local files.
+    Only regular files are copied, and only names that stay below the source (no '..', no absolute paths)."""
+    where = storage.resolve(source)
+    root = where.path.rstrip("/") or "/"
+    if not where.fs.exists(root):
+        raise storage.DatasetError(f"{source}: no such file or directory on HDFS")
+    if where.fs.isfile(root):
+        size = where.fs.size(root)
+        if size > limits.total_bytes:
+            raise storage.DatasetError(f"{source}: {size} bytes, more than archive_max_total_mb allows")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        archive = target.with_name(target.name + "-archive")
+        where.fs.get(root, str(archive))
+        return archive
+    files = where.fs.find(root, detail=True)
+    entries = [(path, info) for path, info in files.items() if info.get("type") == "file"]
+    if len(entries) > limits.members:
+        raise storage.DatasetError(f"{source}: {len(entries)} files on HDFS, more than archive_max_members "
+                                   f"({limits.members}) allows")
+    total = sum(int(info.get("size") or 0) for _, info in entries)
+    if total > limits.total_bytes:
+        raise storage.DatasetError(f"{source}: {total} bytes on HDFS, more than archive_max_total_mb allows")
+    for path, info in entries:
+        relative = path[len(root):].lstrip("/")
+        parts = Path(relative).parts
+        if not relative or any(part in ("", ".", "..") for part in parts):
+            raise storage.DatasetError(f"{source}: refusing the file name {relative!r}")
+        if int(info.get("size") or 0) > limits.member_bytes:
+            raise storage.DatasetError(f"{source}/{relative}: larger than archive_max_member_mb allows")
+        local = target.joinpath(*parts)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        where.fs.get_file(path, str(local))
+    target.mkdir(parents=True, exist_ok=True)
+    log.info("copied %d files (%d bytes) from %s", len(entries), total, source)
+    return target
 
 
 def _word_directories(root: Path) -> list[Path]:
