@@ -109,6 +109,25 @@ def test_twelve_class_labels_unknown_and_silence(tmp_path):
     assert {word for word, label in zip(words, labels, strict=False) if label == 1} <= {"cat", "dog"}
 
 
+def test_the_unknown_share_follows_its_setting_and_the_default_keeps_the_old_recipe(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", words=("yes", "no", "cat", "dog", "bird", "tree"), bad=False)
+    default, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "default"), task=12, seed=3)
+    assert "unknown_percentage" not in default["recipe"]  # datasets made before the setting stay valid
+    larger, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "larger"), task=12, seed=3, unknown_percentage=150)
+    assert larger["recipe"]["unknown_percentage"] == 150
+    for split, stats in larger["splits"].items():
+        keywords = sum(stats["class_histogram"][2:])
+        if split == speech_ingest.NON_KEYWORD_TEST_SPLIT or not keywords:
+            continue
+        # ceil(150 % of the keyword clips), capped by the non-keyword clips there are (4 words per speaker)
+        available = 4 * stats["speakers"]
+        assert stats["class_histogram"][1] == min(-(-keywords * 150 // 100), available), split
+        assert stats["class_histogram"][1] > default["splits"][split]["class_histogram"][1], split
+    with pytest.raises(ValueError, match="unknown_percentage must be in"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "bad"), task=12, unknown_percentage=-1)
+    assert not (tmp_path / "bad").exists()
+
+
 def test_thirty_five_class_task_uses_every_word(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", bad=False)
     manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)

@@ -46,3 +46,6 @@ FEATURE_KINDS = ("log_mel", "mfcc")
 # The synthetic speech corpus' generator: part of the corpus' and its datasets' names, so a corpus made by an
 # older generator is left where it is instead of clashing with the new one's recipe.
 SPEECH_GENERATOR_VERSION = 2  # bump whenever the same synthesis recipe would produce different bytes
+# The 12-class task's default share of _unknown_ clips (% of a split's keyword clips), as TensorFlow's tutorial:
+# datasets at this share keep the names and recipes they had before the share became a setting.
+SPEECH_UNKNOWN_PERCENTAGE = 10

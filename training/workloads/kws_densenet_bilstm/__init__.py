@@ -12,7 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from training.augment.spectrogram import ONLINE_AUGMENTATIONS
-from training.contract import EVALUATE, FEATURE_KINDS, FEATURES, INGEST, SHARD, SPEECH_GENERATOR_VERSION, TRAIN
+from training.contract import (
+    EVALUATE,
+    FEATURE_KINDS,
+    FEATURES,
+    INGEST,
+    SHARD,
+    SPEECH_GENERATOR_VERSION,
+    SPEECH_UNKNOWN_PERCENTAGE,
+    TRAIN,
+)
 from training.settings import AUGMENTATION, DATA, RunSpecError, Setting
 from training.workloads.base import WorkloadDefinition
 
@@ -51,6 +60,11 @@ SETTINGS = (
     Setting("archive_max_members", int, 250_000, "Archive: most members",
             "An archive with more members is refused (Speech Commands v0.02: ~106,000).", DATA, minimum=1,
             maximum=100_000_000),
+    Setting("unknown_percentage", int, SPEECH_UNKNOWN_PERCENTAGE, "Unknown share (%)",
+            "12-class task: clips of the other words labelled _unknown_, as a percentage of each split's keyword "
+            "clips (dealt evenly over the words; TensorFlow's tutorial takes 10). More teaches the model to reject "
+            "words that are not keywords (the false-accept rate) at the cost of keyword examples' share.", DATA,
+            minimum=0, maximum=1000),
     Setting("held_out_families", str, "", "Held-out voice families",
             "Comma-separated voice families (engine/voice, e.g. 'pico/en-GB', or a whole engine, 'pico') whose "
             "speakers go to the test split only: accuracy on voices of a kind the model never heard, logged per "
@@ -92,8 +106,10 @@ def held_out_families(spec: RunSpec) -> tuple[str, ...]:
 
 def clips_uri(spec: RunSpec) -> str:
     """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12`` (+ ``-resampled``,
-    + ``-heldout-<hash>`` when voice families are held out)."""
+    + ``-unknown<percent>`` off the default share, + ``-heldout-<hash>`` when voice families are held out)."""
     suffix = "-resampled" if spec.resample else ""
+    if spec.unknown_percentage != SPEECH_UNKNOWN_PERCENTAGE:
+        suffix += f"-unknown{spec.unknown_percentage}"
     if held_out_families(spec):
         suffix += "-heldout-" + hashlib.sha1(",".join(held_out_families(spec)).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")
