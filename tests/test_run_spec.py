@@ -129,14 +129,14 @@ def test_keyword_spotting_runs_have_their_own_sources_and_dataset_names():
     real = spec.with_changes(data_source="/corpora/speech_commands_v0.02.tar.gz", resample=True)
     assert real.raw_uri().startswith("file:///data/speech_commands/source-")
     assert real.raw_uri().endswith("/clips-task35-resampled")
-    unknowns = spec.with_changes(unknown_percentage=40)
-    assert unknowns.raw_uri() == f"{spec.raw_uri()}-unknown40"
-    assert spec.with_changes(unknown_percentage=10).raw_uri() == spec.raw_uri()  # the default keeps the old name
+    unknowns = spec.with_changes(train_unknown_percentage=40)
+    assert unknowns.raw_uri() == f"{spec.raw_uri()}-trainunknown40"
+    assert spec.with_changes(train_unknown_percentage=10).raw_uri() == spec.raw_uri()  # the default keeps the old name
 
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"kws_task": 10}, "kws_task=10"), ({"features": "raw"}, "features='raw'"), ({"speakers": 0}, "speakers=0"),
-    ({"data_sha256": "xyz"}, "data_sha256='xyz'"), ({"unknown_percentage": -5}, "unknown_percentage=-5"),
+    ({"data_sha256": "xyz"}, "data_sha256='xyz'"), ({"train_unknown_percentage": -5}, "train_unknown_percentage=-5"),
 ])
 def test_keyword_spotting_settings_are_validated(change, message):
     with pytest.raises(RunSpecError, match=message):

@@ -109,22 +109,23 @@ def test_twelve_class_labels_unknown_and_silence(tmp_path):
     assert {word for word, label in zip(words, labels, strict=False) if label == 1} <= {"cat", "dog"}
 
 
-def test_the_unknown_share_follows_its_setting_and_the_default_keeps_the_old_recipe(tmp_path):
-    corpus = make_corpus(tmp_path / "corpus", words=("yes", "no", "cat", "dog", "bird", "tree"), bad=False)
+def test_the_training_unknown_share_follows_its_setting_and_other_splits_keep_ten_percent(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", words=("yes", "no", "cat", "dog", "bird", "tree"), bad=False,
+                         lists=True)
     default, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "default"), task=12, seed=3)
-    assert "unknown_percentage" not in default["recipe"]  # datasets made before the setting stay valid
-    larger, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "larger"), task=12, seed=3, unknown_percentage=150)
-    assert larger["recipe"]["unknown_percentage"] == 150
-    for split, stats in larger["splits"].items():
-        keywords = sum(stats["class_histogram"][2:])
-        if split == speech_ingest.NON_KEYWORD_TEST_SPLIT or not keywords:
-            continue
-        # ceil(150 % of the keyword clips), capped by the non-keyword clips there are (4 words per speaker)
-        available = 4 * stats["speakers"]
-        assert stats["class_histogram"][1] == min(-(-keywords * 150 // 100), available), split
-        assert stats["class_histogram"][1] > default["splits"][split]["class_histogram"][1], split
-    with pytest.raises(ValueError, match="unknown_percentage must be in"):
-        speech_ingest.ingest(str(corpus), str(tmp_path / "bad"), task=12, unknown_percentage=-1)
+    assert "train_unknown_percentage" not in default["recipe"]  # datasets made before the setting stay valid
+    larger, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "larger"), task=12, seed=3,
+                                     train_unknown_percentage=150)
+    assert larger["recipe"]["train_unknown_percentage"] == 150
+    train = larger["splits"]["train"]
+    keywords = sum(train["class_histogram"][2:])
+    # ceil(150 % of the keyword clips), capped by the non-keyword clips there are (4 words per speaker)
+    assert train["class_histogram"][1] == min(-(-keywords * 150 // 100), 4 * train["speakers"])
+    assert train["class_histogram"][1] > default["splits"]["train"]["class_histogram"][1]
+    for split in ("validation", "test", speech_ingest.NON_KEYWORD_TEST_SPLIT):  # unchanged by the setting
+        assert larger["splits"][split] == default["splits"][split], split
+    with pytest.raises(ValueError, match="train_unknown_percentage must be in"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "bad"), task=12, train_unknown_percentage=-1)
     assert not (tmp_path / "bad").exists()
 
 

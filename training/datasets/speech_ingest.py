@@ -360,11 +360,12 @@ class SplitRows:
 
 
 def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, ...] = (),
-                unknown_percentage: float = UNKNOWN_PERCENTAGE) -> tuple[list[str], dict[str, SplitRows]]:
+                train_unknown_percentage: float = UNKNOWN_PERCENTAGE) -> tuple[list[str], dict[str, SplitRows]]:
     """(class names, split → rows) for the keyword task; the sampling of unknown and silence is seeded.
 
-    ``_unknown_`` takes ``unknown_percentage`` % of a split's keyword-clip count (or every non-keyword clip, if
-    fewer), dealt evenly over the non-keyword words; TensorFlow's tutorial takes 10 %.
+    ``_unknown_`` takes 10 % of a split's keyword-clip count (or every non-keyword clip, if fewer), as TensorFlow's
+    tutorial does, dealt evenly over the non-keyword words; the training split takes ``train_unknown_percentage`` %
+    instead, so validation and test stay comparable between runs that train with other shares.
 
     Speakers of ``held_out_families`` go to test only. For the 12-class task, ``test_non_keywords`` holds every
     non-keyword clip of the test speakers (labelled ``_unknown_``): the keyword false-accept rate is measured
@@ -401,7 +402,8 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
                 for relative, clip in others[word]:
                     rows[NON_KEYWORD_TEST_SPLIT].add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative),
                                                      relative, clip)
-        unknown_count = math.ceil(keyword_count * unknown_percentage / 100)
+        share = train_unknown_percentage if split == "training" else UNKNOWN_PERCENTAGE
+        unknown_count = math.ceil(keyword_count * share / 100)
         for word, relative, clip in _sample_evenly_by_word(others, unknown_count, rng):
             out.add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative), relative, clip)
         silence_count = math.ceil(keyword_count * SILENCE_PERCENTAGE / 100)
@@ -464,7 +466,7 @@ def ingest(
     overwrite: bool = False,
     held_out_families: tuple[str, ...] = (),
     *,
-    unknown_percentage: float = UNKNOWN_PERCENTAGE,
+    train_unknown_percentage: float = UNKNOWN_PERCENTAGE,
     max_member_bytes: int = layout.MAX_MEMBER_BYTES,
     max_extracted_bytes: int = layout.MAX_EXTRACTED_BYTES,
     max_archive_members: int = layout.MAX_ARCHIVE_MEMBERS,
@@ -478,8 +480,8 @@ def ingest(
         raise ValueError(f"task must be 12 or 35, got {task}")
     if int(seed) != seed or seed < 0:
         raise ValueError(f"seed must be an integer ≥ 0, got {seed}")
-    if not (math.isfinite(unknown_percentage) and 0 <= unknown_percentage <= 1000):
-        raise ValueError(f"unknown_percentage must be in [0, 1000], got {unknown_percentage}")
+    if not (math.isfinite(train_unknown_percentage) and 0 <= train_unknown_percentage <= 1000):
+        raise ValueError(f"train_unknown_percentage must be in [0, 1000], got {train_unknown_percentage}")
     limits = layout.ArchiveLimits(max_member_bytes, max_extracted_bytes, max_archive_members)
     with tempfile.TemporaryDirectory(prefix="cloudburst-speech-") as workdir:
         root, description, skipped = open_source(source, expected_sha256, Path(workdir), limits)
@@ -487,7 +489,7 @@ def ingest(
         scan = scan_corpus(root, resample, skipped, source)
     held_out_families = tuple(sorted(set(held_out_families)))
     _check_families(held_out_families, scan.families, source)
-    names, rows = label_clips(scan, task, seed, held_out_families, unknown_percentage)
+    names, rows = label_clips(scan, task, seed, held_out_families, train_unknown_percentage)
     empty = [split for split, split_rows in rows.items() if not split_rows.labels]
     if len(empty) == len(rows):
         raise storage.DatasetError(f"{source}: no usable clips ({len(scan.skipped)} files skipped)")
@@ -497,8 +499,8 @@ def ingest(
     report = _report(scan, source, names, rows)
     recipe = {"source_content": scan.content.hexdigest(), "task": task, "resample": resample, "seed": seed,
               "held_out_families": list(held_out_families), "layout": LAYOUT_VERSION}
-    if unknown_percentage != UNKNOWN_PERCENTAGE:  # only then: datasets made before the setting keep their recipe
-        recipe["unknown_percentage"] = unknown_percentage
+    if train_unknown_percentage != UNKNOWN_PERCENTAGE:  # only then: older datasets keep their recipe
+        recipe["train_unknown_percentage"] = train_unknown_percentage
 
     def write(staging: storage.Location) -> dict[str, Any]:
         for split, split_rows in rows.items():

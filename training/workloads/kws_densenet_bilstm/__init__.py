@@ -60,11 +60,11 @@ SETTINGS = (
     Setting("archive_max_members", int, 250_000, "Archive: most members",
             "An archive with more members is refused (Speech Commands v0.02: ~106,000).", DATA, minimum=1,
             maximum=100_000_000),
-    Setting("unknown_percentage", int, SPEECH_UNKNOWN_PERCENTAGE, "Unknown share (%)",
-            "12-class task: clips of the other words labelled _unknown_, as a percentage of each split's keyword "
-            "clips (dealt evenly over the words; TensorFlow's tutorial takes 10). More teaches the model to reject "
-            "words that are not keywords (the false-accept rate) at the cost of keyword examples' share.", DATA,
-            minimum=0, maximum=1000),
+    Setting("train_unknown_percentage", int, SPEECH_UNKNOWN_PERCENTAGE, "Unknown share in training (%)",
+            "12-class task: clips of the other words labelled _unknown_ in the training split, as a percentage of "
+            "its keyword clips (dealt evenly over the words; TensorFlow's tutorial takes 10, which validation and "
+            "test always keep). More teaches the model to reject words that are not keywords (the false-accept "
+            "rate) at the cost of the keywords' share.", DATA, minimum=0, maximum=1000),
     Setting("held_out_families", str, "", "Held-out voice families",
             "Comma-separated voice families (engine/voice, e.g. 'pico/en-GB', or a whole engine, 'pico') whose "
             "speakers go to the test split only: accuracy on voices of a kind the model never heard, logged per "
@@ -106,10 +106,10 @@ def held_out_families(spec: RunSpec) -> tuple[str, ...]:
 
 def clips_uri(spec: RunSpec) -> str:
     """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12`` (+ ``-resampled``,
-    + ``-unknown<percent>`` off the default share, + ``-heldout-<hash>`` when voice families are held out)."""
+    + ``-trainunknown<percent>`` off the default share, + ``-heldout-<hash>`` when voice families are held out)."""
     suffix = "-resampled" if spec.resample else ""
-    if spec.unknown_percentage != SPEECH_UNKNOWN_PERCENTAGE:
-        suffix += f"-unknown{spec.unknown_percentage}"
+    if spec.train_unknown_percentage != SPEECH_UNKNOWN_PERCENTAGE:
+        suffix += f"-trainunknown{spec.train_unknown_percentage}"
     if held_out_families(spec):
         suffix += "-heldout-" + hashlib.sha1(",".join(held_out_families(spec)).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")
