@@ -28,7 +28,7 @@ lint:  ## ruff
 demo: setup  ## the mnist_elastic_cnn DAG end to end on the full MNIST (airflow dags test), then a summary
 	infra/demo.sh
 
-demo-kws: setup  ## the kws_densenet_bilstm DAG on a synthetic Speech Commands corpus of 100 speakers, then a summary
+demo-kws: setup  ## the kws_densenet_bilstm DAG on a synthetic Speech Commands corpus of 200 speakers, then a summary
 	infra/demo.sh kws_densenet_bilstm
 
 demo-cluster: setup hadoop-up  ## the mnist_elastic_cnn DAG with its data on the real HDFS and Spark on YARN (1x2)

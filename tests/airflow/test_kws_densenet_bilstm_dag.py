@@ -12,7 +12,7 @@ import pytest
 from training import storage
 from training.config import RunSpec, RunSpecError, workload_settings
 from training.contract import FEATURE_KINDS
-from training.workloads.kws_densenet_bilstm import KWS_TASKS, ONLINE_AUGMENTATION_DEFAULT
+from training.workloads.kws_densenet_bilstm import KWS_TASKS
 
 DAG_ID = "kws_densenet_bilstm"
 PIPELINE = ["validate_run", "wait_for_raw_data", "ingest", "features", "shard", "check_shards", "train", "evaluate"]
@@ -89,7 +89,7 @@ def test_a_real_run_on_a_tiny_synthetic_corpus(dag, tmp_path):
     params, metrics = run.data.params, run.data.metrics
     assert (params["workload"], params["kws_task"], params["speakers"], params["features"]) == (
         DAG_ID, "12", "24", "log_mel")
-    assert params["online_augmentation"] == ONLINE_AUGMENTATION_DEFAULT  # on by default, recorded with the run
+    assert params["online_augmentation"] == "time_mask"  # the default, recorded with the run
     # Same metric names as the MNIST runs, per-class accuracy by class name, and the model size.
     assert {"test_accuracy", "wall_seconds", "samples_per_second_mean", "model_parameters"} <= set(metrics)
     assert {"test_accuracy_class_yes", "test_accuracy_class__silence_", "test_accuracy_class__unknown_"} <= set(

@@ -29,9 +29,9 @@ if TYPE_CHECKING:
     from training.config import RunSpec
 
 NAME = "kws_densenet_bilstm"
-# training.augment.spectrogram.ONLINE_AUGMENTATIONS less gain (the model normalises each example: gain alone
-# hardly changes what it sees).
-ONLINE_AUGMENTATION_DEFAULT = "speed,pitch,shift,noise,time_mask,freq_mask"
+# The full online set the bench measures: training.augment.spectrogram.ONLINE_AUGMENTATIONS less gain (the model
+# normalises each example: gain alone hardly changes what it sees). Not the default (see DEFAULTS below).
+ONLINE_AUGMENTATION_FULL_SET = "speed,pitch,shift,noise,time_mask,freq_mask"
 _AUGMENTATION_NAMES = "|".join(ONLINE_AUGMENTATIONS)
 SYNTHETIC_SOURCE = "synthetic"
 KWS_TASKS = (12, 35)
@@ -42,7 +42,7 @@ SETTINGS = (
             "The expected sha256 of a .tar.gz source (path or URL); ingestion refuses anything else.", DATA,
             pattern=r"[0-9a-fA-F]{64}", optional=True,
             pattern_help="must be 64 hexadecimal digits (or empty)"),
-    Setting("speakers", int, 100, "Synthetic speakers",
+    Setting("speakers", int, 200, "Synthetic speakers",
             "With data_source 'synthetic': how many voices to synthesise; Speech Commands' sha1 rule puts about "
             "10 % of them in the test split, unseen in training.", DATA, minimum=1, maximum=2000),
     Setting("kws_task", int, 12, "Keyword task",
@@ -72,12 +72,13 @@ SETTINGS = (
             "records each speaker's family; `cloudburst synth-speech` lists them.", DATA, optional=True,
             pattern=r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?(,[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?)*",
             pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)"),
-    Setting("online_augmentation", str, ONLINE_AUGMENTATION_DEFAULT, "Online augmentation",
+    Setting("online_augmentation", str, "time_mask", "Online augmentation",
             "Comma-separated augmentations drawn afresh for every training batch, in the input pipeline, on the "
             "stored features (deterministic per seed, worker and step): speed (time stretch 0.85-1.15), pitch "
             "(mel-axis warp 0.9-1.1), shift (up to 150 ms), gain (12 dB), noise (coloured, 0-30 dB SNR), "
-            "time_mask and freq_mask (SpecAugment); 'none' for none. The offline copies (augment_copies) are "
-            "independent of it.", AUGMENTATION,
+            "time_mask and freq_mask (SpecAugment); 'none' for none. Default time_mask: at the demo's training "
+            "budget it was the one that did not lower accuracy on held-out voices and it cut false accepts (make "
+            "bench-kws-generalisation). The offline copies (augment_copies) are independent of it.", AUGMENTATION,
             pattern=rf"none|({_AUGMENTATION_NAMES})(,({_AUGMENTATION_NAMES}))*",
             pattern_help=f"must be 'none' or comma-separated names from {', '.join(ONLINE_AUGMENTATIONS)} (no "
                          "spaces)"),
@@ -86,9 +87,17 @@ SETTINGS = (
             AUGMENTATION, choices=FEATURE_KINDS),
 )
 
-# What `make demo-kws` trains with; the trigger form starts from the same values.
-DEFAULTS = {"data_source": SYNTHETIC_SOURCE, "epochs": 12, "augment_copies": 2, "batch_size_per_worker": 64,
-            "learning_rate": 0.002, "target_accuracy": 0.9, "evaluations_per_epoch": 2, "rounds_per_epoch": 2}
+# What `make demo-kws` trains with; the trigger form starts from the same values (bench/kws_generalisation.py has
+# the measurements, 2026-12-01, 200 speakers):
+# - Adam at 0.001: Horovod scales it by the workers, and a 1x2 run at 0.002 × 2 with online augmentation stayed at
+#   chance (loss ln 12) for all of its 12 epochs; 0.001 × 2, warmed up from 0.001, learns.
+# - One offline copy and online time masks: at this training budget (tens of thousands of examples on 2 cores)
+#   every other online augmentation, alone or all together, lowered the held-out-family accuracy (the model is still
+#   underfitting), time masks kept it (74 %) and cut false accepts (28 → 21 %), 2 offline copies raised it to 79 %
+#   at twice the time; one copy keeps make demo-kws within its 15 minutes.
+DEFAULTS = {"data_source": SYNTHETIC_SOURCE, "epochs": 12, "augment_copies": 1,
+            "batch_size_per_worker": 64, "learning_rate": 0.001,
+            "target_accuracy": 0.9, "evaluations_per_epoch": 2, "rounds_per_epoch": 2}
 
 
 def source_id(spec: RunSpec) -> str:
