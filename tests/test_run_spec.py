@@ -154,7 +154,7 @@ def test_a_speech_source_must_be_synthetic_a_directory_an_archive_or_a_url(tmp_p
 
 def test_a_workload_s_own_defaults_apply_to_every_setting_left_out():
     kws = RunSpec(workload="kws_densenet_bilstm")
-    assert (kws.epochs, kws.augment_copies, kws.batch_size_per_worker, kws.data_source) == (12, 1, 64, "synthetic")
+    assert (kws.epochs, kws.augment_copies, kws.batch_size_per_worker, kws.data_source) == (16, 0, 64, "synthetic")
     assert RunSpec(workload="kws_densenet_bilstm", epochs=3).epochs == 3  # given values win
     assert RunSpec.from_mapping({"workload": "kws_densenet_bilstm"}) == kws
     assert RunSpec().epochs == 5  # MNIST's
