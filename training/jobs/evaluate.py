@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from training import storage, tracking
@@ -106,10 +107,13 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
                      "compare against it")
     elif "speedup" in metrics:
         baseline_tags = mlflow_client.get_run(tags["baseline_run_id"]).data.tags
+        to_target = metrics.get("time_to_target_speedup")
+        to_target_text = (f"time to target {to_target:.2f}x" if to_target is not None and math.isfinite(to_target)
+                          else f"no time-to-target ratio: {spec.target_accuracy:.1%} not reached by one run or both")
         lines.append(f"speedup           {metrics['speedup']:.2f}x over 1 worker × "
                      f"{baseline_tags.get('threads_per_worker', '?')} threads, this run {spec.total_workers} × "
                      f"{tags.get('threads_per_worker', '?')} (scaling efficiency {metrics['scaling_efficiency']:.0%}; "
-                     f"time to target {metrics.get('time_to_target_speedup', float('nan')):.2f}x)")
+                     f"{to_target_text})")
     else:
         lines.append("speedup           no comparable 1-worker run yet (run once with nodes=1, workers_per_node=1)")
     lines.append(f"MLflow run        {evaluation['mlflow_run_id']} in experiment {spec.workload} "
