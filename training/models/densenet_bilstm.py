@@ -39,11 +39,36 @@ def densenet_bilstm(
     dropout: float = 0.2,
 ) -> tf.keras.Model:
     """Features (frames, bands) → stem conv → dense blocks with frequency-only transitions → BiLSTM → logits."""
-    frames, bands = input_shape
+    features = layers.Input(input_shape, name="features")
+    x = densenet_bilstm_trunk(features, growth_rate=growth_rate, block_layers=block_layers, stem_filters=stem_filters,
+                              stem_kernel=stem_kernel, stem_strides=stem_strides, compression=compression,
+                              sequence_channels=sequence_channels, lstm_units=lstm_units)
+    x = _attention_pooling(x, name="attention")
+    x = layers.Dropout(dropout, name="dropout")(x)
+    logits = layers.Dense(num_classes, name="logits")(x)
+    return tf.keras.Model(features, logits, name="densenet_bilstm")
+
+
+def densenet_bilstm_trunk(
+    features: tf.Tensor,
+    growth_rate: int = 12,
+    block_layers: tuple[int, ...] = (2, 4, 4),
+    stem_filters: int = 24,
+    stem_kernel: tuple[int, int] = (3, 8),
+    stem_strides: tuple[int, int] = (2, 4),
+    compression: float = 0.5,
+    sequence_channels: int = 64,
+    lstm_units: int = 72,
+) -> tf.Tensor:
+    """Feature maps (batch, frames, bands) → BiLSTM states (batch, time, 2 · lstm_units): everything but the head.
+
+    Shared by the keyword spotter and the speaker embedder (training.models.speaker_embedding); the layer names are
+    what lets a spotter's trunk be transferred by name, so keep them stable.
+    """
+    frames, bands = features.shape[1:]
     if any(kernel < stride for kernel, stride in zip(stem_kernel, stem_strides, strict=True)):
         raise ValueError(f"stem_kernel {stem_kernel} must be at least stem_strides {stem_strides} on each axis, "
                          "or the stem skips frames or bands")
-    features = layers.Input(input_shape, name="features")
     # No weights: center/scale off. Axes (1, 2) normalise each example's whole map at once.
     x = layers.LayerNormalization(axis=(1, 2), center=False, scale=False, name="per_example_normalisation")(features)
     x = layers.Reshape((frames, bands, 1), name="add_channel")(x)
@@ -57,11 +82,7 @@ def densenet_bilstm(
     x = _norm_relu_conv(x, sequence_channels, 1, name="to_sequence")
     x = _norm_relu(x, name="sequence")
     x = layers.Reshape((x.shape[1], x.shape[2] * x.shape[3]), name="time_major")(x)
-    x = layers.Bidirectional(layers.LSTM(lstm_units, return_sequences=True), name="bilstm")(x)
-    x = _attention_pooling(x, name="attention")
-    x = layers.Dropout(dropout, name="dropout")(x)
-    logits = layers.Dense(num_classes, name="logits")(x)
-    return tf.keras.Model(features, logits, name="densenet_bilstm")
+    return layers.Bidirectional(layers.LSTM(lstm_units, return_sequences=True), name="bilstm")(x)
 
 
 def _norm_relu(x: tf.Tensor, name: str) -> tf.Tensor:
