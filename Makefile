@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-cluster bench bench-strategies bench-kws bench-kws-generalisation clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-cluster bench bench-strategies bench-kws bench-kws-generalisation bench-sv clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -68,6 +68,9 @@ bench-kws: setup-training  ## keyword spotting: Horovod 1x1, 1x2, Keras 2 thread
 
 bench-kws-generalisation: setup-training  ## keyword spotting on held-out voice families: leave one family out, online augmentation on vs off (~1 h)
 	$(TRAINING_BIN)/python bench/kws_generalisation.py
+
+bench-sv: setup-training  ## speaker verification: embedding models A and B, their fusion, transfer from a keyword spotter (~25 min)
+	$(TRAINING_BIN)/python bench/speaker_verification.py
 
 bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elephas and the ceiling side by side (~35 min)
 	$(TRAINING_BIN)/python bench/strategies.py

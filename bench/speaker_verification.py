@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
     speaker_label = {speaker: label for label, speaker in enumerate(in_set["sv_train"])}
     labels = np.array([speaker_label[s] for s in corpus["speaker"][train_rows]], np.int32)
     embeddings: dict[str, np.ndarray] = {}
+    embedders: dict[str, Any] = {}
     models: dict[str, dict[str, Any]] = {}
     tf.config.threading.set_intra_op_parallelism_threads(2)
     transfer: dict[str, Any] = {}
@@ -219,7 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         model = build_embedder(kind, features.shape[1:], len(in_set["sv_train"]), args.seed)
         history = fit(model, features[train_rows], labels, args.epochs, args.batch_size, args.learning_rate, dev_eer)
         seconds = sum(row["seconds"] for row in history)
-        embeddings[name] = embedding_model(model).predict(features, batch_size=256, verbose=0)
+        embedders[name] = embedding_model(model)
+        embeddings[name] = embedders[name].predict(features, batch_size=256, verbose=0)
         models[name] = {"features": kind, "parameters": parameter_count(model), "train_seconds": seconds,
                         "history": history,
                         "train_examples_per_second": len(train_rows) * args.epochs / seconds}
@@ -244,7 +246,28 @@ def main(argv: list[str] | None = None) -> None:
     (args.output.parent / "det_different_word.png").write_bytes(
         sv.det_curves_png(report, evaluation, "different_word", "sv_eval, different word"))
     (args.output.parent / "score_histograms.png").write_bytes(sv.score_histograms_png(report, "sv_eval, all"))
+    save_verification_system(args, report, embedders, embeddings, corpus["speaker"], in_set["sv_train"])
     print(f"wrote {args.output} ({time.perf_counter() - started:.0f} s in all)")
+
+
+def save_verification_system(args: argparse.Namespace, report: Any, embedders: dict[str, Any],
+                             embeddings: dict[str, np.ndarray], clip_speakers: np.ndarray,
+                             cohort_speakers: list[str]) -> None:
+    """The measured system (both embedders, their sv_train cohorts, the logistic fusion) for `cloudburst verify`."""
+    from training.evaluation import scoring
+    from training.evaluation import speaker_verification as sv
+    from training.evaluation.verification_system import VerificationSystem, save_system
+
+    fusion = report.fusion[sv.FUSION]
+    system = VerificationSystem(
+        embedders=embedders, features=dict(SYSTEMS),
+        cohorts={name: sv.speaker_cohort(embeddings[name], clip_speakers, cohort_speakers) for name in SYSTEMS},
+        fusion=scoring.LinearFusion(tuple(fusion["weights"]), fusion["offset"], fusion["prior"]),
+        names=tuple(SYSTEMS),
+        thresholds={"eer_all": report.metrics[sv.FUSION]["all"]["eer_threshold"]})
+    recipe = {key: str(value) for key, value in sorted(vars(args).items())}
+    save_system(str(args.output.parent / "system"), system, recipe, overwrite=True)
+    print(f"saved the fused system to {args.output.parent / 'system'} (cloudburst verify --system …)")
 
 
 def print_table(report: Any) -> None:

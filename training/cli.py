@@ -10,6 +10,7 @@
     cloudburst settings    list every run setting: default, bounds, help (per workload with --workload)
     cloudburst synth-speech  synthesise a Speech Commands corpus offline (espeak-ng, flite, festival)
     cloudburst preview     write a PNG of MNIST originals beside their deformations
+    cloudburst verify      speaker verification: enroll a speaker from WAV files, score another WAV against it
 
 Every step takes the same run-setting flags (--workload, --augment-copies, --workers-per-node, …: `cloudburst
 settings` lists them), derives its input and output locations from them, publishes atomically, and is a no-op when
@@ -89,6 +90,27 @@ def _preview(args: argparse.Namespace) -> None:
     log.info("wrote %s", args.out)
 
 
+def _verify(args: argparse.Namespace) -> None:
+    import json
+
+    from training.evaluation.verification import bayes_threshold
+    from training.evaluation.verification_system import load_system, read_clip, verify
+
+    bayes_threshold(args.p_target)  # a bad operating point fails before anything is read
+    enrollment = [read_clip(path, args.resample) for path in args.enroll]
+    test = read_clip(args.test, args.resample)
+    decision = verify(load_system(args.system), enrollment, test, args.p_target)
+    if args.json:
+        print(json.dumps({"scores": decision.scores, "llr": decision.llr, "threshold": decision.threshold,
+                          "p_target": decision.p_target, "accepted": decision.accepted}))
+        return
+    for name, score in decision.scores.items():
+        print(f"{name:28s} S-norm score {score:+.3f}")
+    verdict = "same speaker (accept)" if decision.accepted else "different speaker (reject)"
+    print(f"{'fused':28s} LLR {decision.llr:+.3f}; threshold {decision.threshold:+.3f} at P_target "
+          f"{decision.p_target:g} → {verdict}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cloudburst", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -128,6 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
     preview.add_argument("--sigma", type=float, default=mnist_defaults.sigma, help="σ (default: %(default)s)")
     preview.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
     preview.set_defaults(handler=_preview)
+
+    verify = commands.add_parser(
+        "verify", help="speaker verification: enroll from WAV files, verify another WAV against them",
+        description="Enroll a speaker from one or more WAV files (mono 16-bit PCM, 16 kHz, cut or padded to 1 s, "
+                    "checked as ingestion checks clips) and score a test WAV against the enrolled model with a "
+                    "trained verification system (embedding models, their cohorts and the fusion): each model's "
+                    "S-norm score, the fused log-likelihood ratio and the decision at the Bayes threshold of "
+                    "--p-target (C_miss = C_fa = 1). `make bench-sv` saves a system under "
+                    "var/bench/speaker-verification/system.")
+    verify.add_argument("--system", required=True, help="directory of a saved verification system")
+    verify.add_argument("--enroll", nargs="+", required=True, metavar="WAV",
+                        help="enrollment clips of the claimed speaker (3 is what the system was measured with)")
+    verify.add_argument("--test", required=True, metavar="WAV", help="the clip to verify")
+    verify.add_argument("--p-target", type=float, default=0.01,
+                        help="prior of a target trial for the decision (default: %(default)s)")
+    verify.add_argument("--resample", action="store_true", help="resample clips recorded at other rates")
+    verify.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    verify.set_defaults(handler=_verify)
     return parser
 
 
