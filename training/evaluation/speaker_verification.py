@@ -197,6 +197,12 @@ def det_curves_png(report: VerificationReport, evaluation: Trials, condition: st
         eer = report.metrics[name].get(condition, {}).get("eer")
         label = name if eer is None else f"{name} (EER {100 * eer:.2f} %)"
         DetCurveDisplay.from_predictions(report.evaluation_labels[mask], system_scores[mask], name=label, ax=axes)
+    from scipy.stats import norm
+
+    # DetCurveDisplay draws on probit-transformed axes: limit them to 0.05-60 %, where systems differ.
+    axes.set_xlim(norm.ppf(0.0005), norm.ppf(0.6))
+    axes.set_ylim(norm.ppf(0.0005), norm.ppf(0.6))
+    axes.legend(loc="upper right", fontsize=8)
     axes.set_title(title)
     axes.grid(True, alpha=0.3)
     figure.tight_layout()
