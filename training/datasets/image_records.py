@@ -5,6 +5,10 @@ Columns: ``index`` (example id in the source split), ``copy`` (0 = original, k =
 
 An "image" is any fixed-shape 2-D array: uint8 pixels for MNIST, a float16 time × frequency map (log-mel or MFCC)
 for keyword spotting. The dataset's manifest records ``image_shape`` and ``image_dtype`` (uint8 when absent).
+
+``label`` is int8 for up to 128 classes (MNIST, keyword spotting: their files stay byte for byte as they were) and
+int16 beyond (speaker classification: Speech Commands has 2,618 speakers); the class count decides, never the
+values in one batch, so every part of a dataset has the same schema.
 """
 
 from __future__ import annotations
@@ -14,19 +18,37 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-IMAGE_SCHEMA = pa.schema(
-    [
-        pa.field("index", pa.int64(), nullable=False),
-        pa.field("copy", pa.int16(), nullable=False),
-        pa.field("label", pa.int8(), nullable=False),
-        pa.field("image", pa.binary(), nullable=False),
-    ]
-)
+MAX_INT8_CLASSES = 128  # labels 0-127
+MAX_CLASSES = 32_768  # labels 0-32767 (int16)
+
+
+def label_type(num_classes: int | None = None) -> pa.DataType:
+    """The label column's type for a dataset of ``num_classes`` classes (None: up to 128)."""
+    if num_classes is None or num_classes <= MAX_INT8_CLASSES:
+        return pa.int8()
+    if num_classes > MAX_CLASSES:
+        raise ValueError(f"{num_classes} classes: at most {MAX_CLASSES} fit the label column")
+    return pa.int16()
+
+
+def image_schema(num_classes: int | None = None) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("index", pa.int64(), nullable=False),
+            pa.field("copy", pa.int16(), nullable=False),
+            pa.field("label", label_type(num_classes), nullable=False),
+            pa.field("image", pa.binary(), nullable=False),
+        ]
+    )
+
+
+IMAGE_SCHEMA = image_schema()
 
 
 @dataclass(frozen=True)
 class ImageBatch:
-    """Examples as arrays: images (n, height, width), labels (n,) int8, index (n,) int64, copy (n,) int16."""
+    """Examples as arrays: images (n, height, width), labels (n,) int8 or int16, index (n,) int64, copy (n,)
+    int16."""
 
     images: np.ndarray
     labels: np.ndarray
@@ -63,15 +85,16 @@ def pixels_of(column: pa.Array | pa.ChunkedArray, shape: tuple[int, int], dtype:
     return data[offsets[0] : offsets[0] + count * size].view(dtype).reshape(count, *shape)
 
 
-def to_table(batch: ImageBatch) -> pa.Table:
+def to_table(batch: ImageBatch, num_classes: int | None = None) -> pa.Table:
+    schema = image_schema(num_classes)
     return pa.Table.from_arrays(
         [
             pa.array(batch.index, pa.int64()),
             pa.array(batch.copy, pa.int16()),
-            pa.array(batch.labels, pa.int8()),
+            pa.array(batch.labels, schema.field("label").type),
             binary_column(batch.images),
         ],
-        schema=IMAGE_SCHEMA,
+        schema=schema,
     )
 
 
@@ -81,7 +104,8 @@ def from_table(table: pa.Table, shape: tuple[int, int], dtype: str = "uint8") ->
         raise ValueError(f"not an image table: missing columns {sorted(missing)}")
     return ImageBatch(
         images=pixels_of(table.column("image"), shape, dtype),
-        labels=table.column("label").to_numpy().astype(np.int8),
+        labels=table.column("label").to_numpy().astype(np.int16 if table.schema.field("label").type == pa.int16()
+                                                        else np.int8),
         index=table.column("index").to_numpy().astype(np.int64),
         copy=table.column("copy").to_numpy().astype(np.int16),
     )

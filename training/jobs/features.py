@@ -18,7 +18,12 @@ import pyarrow as pa
 from training import storage
 from training.console import step
 from training.datasets import speech_features, speech_ingest
-from training.jobs.spark_records import SPARK_IMAGE_SCHEMA, normalise_part_names, split_statistics
+from training.jobs.spark_records import (
+    normalise_part_names,
+    spark_image_schema,
+    spark_label_type,
+    split_statistics,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -27,7 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-SPARK_CLIP_SCHEMA = "index long, label byte, word string, speaker string, path string, audio binary"
+SPARK_CLIP_SCHEMA = "index long, label {label}, word string, speaker string, path string, audio binary"
 FEATURE_BLOCK = 256  # clips per tf.signal call: large enough to amortise the call, small enough for the cache
 
 
@@ -46,12 +51,12 @@ def _single_threaded_tensorflow() -> None:
 
 def feature_record_batches(
     batches: Iterator[pa.RecordBatch], source: str, kind: str, copies: int, seed: int,
-    max_shift_ms: float, snr_db: tuple[float, float], noise_probability: float,
+    max_shift_ms: float, snr_db: tuple[float, float], noise_probability: float, num_classes: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """For each batch of clips, yield the features of the originals, then of each augmented copy."""
     from training.audio.features import compute_features
     from training.augment.audio import augment_clips
-    from training.datasets.image_records import binary_column, pixels_of
+    from training.datasets.image_records import binary_column, label_type, pixels_of
 
     _single_threaded_tensorflow()
     noises = _noises(source) if copies else ()
@@ -59,7 +64,7 @@ def feature_record_batches(
         audio = pixels_of(batch.column("audio"), (1, speech_ingest.CLIP_SAMPLES), "<i2")
         audio = audio.reshape(-1, speech_ingest.CLIP_SAMPLES).astype(np.int16)
         index = batch.column("index").to_numpy().astype(np.int64)
-        labels = batch.column("label").to_numpy().astype(np.int8)
+        labels = batch.column("label").to_numpy()
         for copy_number in range(copies + 1):
             copy = np.full(len(index), copy_number, np.int16)
             clips = audio if copy_number == 0 else augment_clips(
@@ -67,7 +72,7 @@ def feature_record_batches(
                 noise_probability=noise_probability)
             features = compute_features(clips, kind, batch_size=FEATURE_BLOCK).astype(speech_features.FEATURE_DTYPE)
             yield pa.RecordBatch.from_arrays(
-                [pa.array(index, pa.int64()), pa.array(copy, pa.int16()), pa.array(labels, pa.int8()),
+                [pa.array(index, pa.int64()), pa.array(copy, pa.int16()), pa.array(labels, label_type(num_classes)),
                  binary_column(features)],
                 names=["index", "copy", "label", "image"],
             )
@@ -107,13 +112,15 @@ def features_dataset(
             split_copies = copies if split == "train" else 0
             transform = functools.partial(
                 feature_record_batches, source=storage.to_uri(source), kind=kind, copies=split_copies, seed=seed,
-                max_shift_ms=max_shift_ms, snr_db=snr_db, noise_probability=noise_probability)
-            clips = spark.read.schema(SPARK_CLIP_SCHEMA).parquet(storage.join(source, split))
+                max_shift_ms=max_shift_ms, snr_db=snr_db, noise_probability=noise_probability,
+                num_classes=num_classes)
+            clip_schema = SPARK_CLIP_SCHEMA.format(label=spark_label_type(num_classes))
+            clips = spark.read.schema(clip_schema).parquet(storage.join(source, split))
             # Ranges of the index: every core gets work and the partitions are the same on every run.
             clips = clips.repartitionByRange(partitions, "index").sortWithinPartitions("index")
             rows = source_manifest["splits"][split]["rows"]
             with step(log, f"{kind} features of {rows} {split} clips × {split_copies + 1}"):
-                clips.mapInArrow(transform, SPARK_IMAGE_SCHEMA).write.mode("error").parquet(
+                clips.mapInArrow(transform, spark_image_schema(num_classes)).write.mode("error").parquet(
                     storage.join(staging.uri, split))
                 normalise_part_names(staging, split)
             splits[split] = split_statistics(spark.read.parquet(storage.join(staging.uri, split)), num_classes)

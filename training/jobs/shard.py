@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from training import sharding, storage
 from training.console import step
 from training.datasets.image_records import require_records
-from training.jobs.spark_records import SPARK_IMAGE_SCHEMA
+from training.jobs.spark_records import spark_image_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,7 +38,7 @@ def shard_dataset(
     recipe = {"source_data_version": source_manifest["data_version"], "num_shards": num_shards, "seed": seed}
 
     def write(staging: storage.Location) -> dict[str, Any]:
-        train = spark.read.schema(SPARK_IMAGE_SCHEMA).parquet(storage.join(source, "train"))
+        train = spark.read.schema(spark_image_schema(num_classes)).parquet(storage.join(source, "train"))
         class_sizes = source_manifest["splits"]["train"]["class_histogram"]
         # Each class starts dealing where the previous one stopped, so shard totals stay within one too.
         class_offsets = [sum(class_sizes[:label]) % num_shards for label in range(num_classes)]

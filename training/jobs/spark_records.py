@@ -10,7 +10,18 @@ from training import storage
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
-SPARK_IMAGE_SCHEMA = "index long, copy short, label byte, image binary"
+SPARK_IMAGE_SCHEMA = "index long, copy short, label byte, image binary"  # up to 128 classes (MNIST)
+
+
+def spark_label_type(num_classes: int | None) -> str:
+    """Spark's name for image_records.label_type: byte up to 128 classes, short beyond."""
+    from training.datasets.image_records import label_type
+
+    return "short" if label_type(num_classes).bit_width == 16 else "byte"
+
+
+def spark_image_schema(num_classes: int | None) -> str:
+    return f"index long, copy short, label {spark_label_type(num_classes)}, image binary"
 
 
 def write_parquet(frame: DataFrame, staging: storage.Location, name: str) -> None:
