@@ -115,7 +115,7 @@ def test_bad_audio_is_refused_in_one_line_before_the_system_loads(system_dir, cl
 def test_a_directory_that_is_no_system_and_a_bad_operating_point_are_refused(clips, caplog, tmp_path):
     base = ["verify", "--enroll", str(clips["enroll"][0]), "--test", str(clips["same"])]
     assert cli.main([*base, "--system", str(tmp_path)]) == 2
-    assert "no complete dataset here" in caplog.text
+    assert "not a saved verification system" in caplog.text
     caplog.clear()
     assert cli.main([*base, "--system", str(tmp_path), "--p-target", "1.5"]) == 2
     assert "p_target" in caplog.text
