@@ -127,6 +127,12 @@ def test_a_system_must_be_whole(system_dir):
                                 fusion=system.fusion, names=system.names)
     with pytest.raises(ValueError, match="cohort for every model"):
         save_system("/tmp/never-written", broken, {})
+    from training.models.speaker_embedding import tdnn_embedder
+
+    classifier = VerificationSystem(embedders={"b": tdnn_embedder(num_speakers=6)}, features=system.features,
+                                    cohorts=system.cohorts, fusion=system.fusion, names=system.names)
+    with pytest.raises(ValueError, match="not the classifier"):
+        save_system("/tmp/never-written", classifier, {})
     with pytest.raises(ValueError, match="2 weights for 1 models"):
         save_system("/tmp/never-written", VerificationSystem(
             embedders=system.embedders, features=system.features, cohorts=system.cohorts,

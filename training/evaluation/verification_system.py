@@ -42,6 +42,11 @@ def save_system(destination: str, system: VerificationSystem, recipe: Mapping[st
     if set(system.names) != set(system.embedders) or set(system.names) != set(system.cohorts) \
             or set(system.names) != set(system.features):
         raise ValueError("a system needs an embedder, a feature kind and a cohort for every model name")
+    for name in system.names:  # embedders, not whole speaker classifiers: scoring compares embeddings
+        if system.embedders[name].output_shape[-1] != np.shape(system.cohorts[name])[-1]:
+            raise ValueError(f"{name}: the embedder's output ({system.embedders[name].output_shape[-1]}) and its "
+                             f"cohort ({np.shape(system.cohorts[name])[-1]}) differ in size; save "
+                             "speaker_embedding.embedding_model(classifier), not the classifier")
     if len(system.fusion.weights) != len(system.names):
         raise ValueError(f"the fusion has {len(system.fusion.weights)} weights for {len(system.names)} models")
 
@@ -120,7 +125,6 @@ def verify(system: VerificationSystem, enrollment: Sequence[np.ndarray], test: n
     model's cosine score S-normalised against its cohort, fused to an LLR, accepted at the Bayes threshold of
     ``p_target`` (C_miss = C_fa = 1)."""
     from training.audio.features import compute_features
-    from training.models.speaker_embedding import embedding_model
 
     if not enrollment:
         raise ValueError("enrollment needs at least one clip")
@@ -129,10 +133,7 @@ def verify(system: VerificationSystem, enrollment: Sequence[np.ndarray], test: n
     scores: dict[str, float] = {}
     for name in system.names:
         features = compute_features(clips, system.features[name]).astype(np.float32)
-        embedder = system.embedders[name]
-        if embedder.output_shape[-1] != system.cohorts[name].shape[1]:  # a whole speaker classifier, not its embedder
-            embedder = embedding_model(embedder)
-        embeddings = embedder.predict(features, batch_size=64, verbose=0)
+        embeddings = system.embedders[name].predict(features, batch_size=64, verbose=0)
         model = scoring.enroll(embeddings[:-1])[None, :]
         tests = embeddings[-1:]
         raw = scoring.cosine_scores(model, tests, [0], [0])
