@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from airflow.sdk import DAG, Asset, chain, task
+from airflow.sdk import DAG, Asset, TaskGroup, chain, task
 from cloudburst_hdfs import LandingZoneSensor, ManifestSensor
 from cloudburst_operators import CloudburstCommandOperator, CloudburstSparkJobOperator, validate_run
 from cloudburst_params import run_params
@@ -21,7 +21,8 @@ from training.settings import STRATEGIES
 
 def workload_dag(workload: str, doc_md: str | None = None, **dag_arguments: Any) -> DAG:
     """The pipeline DAG of ``workload`` (dag_id = the workload's name): validate_run → wait_for_raw_data → the
-    workload's steps, with check_shards before train; ``dag_arguments`` override the defaults (manual trigger, one
+    workload's steps, with check_shards before train, its branch steps once per branch side by side (a task group
+    each); ``dag_arguments`` override the defaults (manual trigger, one
     active run, one retry)."""
     definition = workloads.definition(workload)
     arguments: dict[str, Any] = {
@@ -45,12 +46,38 @@ def workload_dag(workload: str, doc_md: str | None = None, **dag_arguments: Any)
             return validate_run(workload, **context)
 
         steps: list[Any] = [LandingZoneSensor(workload=workload)]
+        branched = [step for step in definition.steps if step in definition.branch_steps]
         for step in definition.steps:
+            if step in definition.branch_steps:
+                if step == branched[0]:  # the branches run side by side, each its steps in order
+                    steps.append([branch_tasks(workload, branch, branched) for branch in definition.branches])
+                continue
             if step == TRAIN:  # never train on a half-published dataset
                 steps.append(ManifestSensor(workload=workload))
-            outlets = [Asset(name=name, uri=uri) for name, uri in [definition.assets[step]]] \
-                if step in definition.assets else []
-            operator = CloudburstSparkJobOperator if step in SPARK_STEPS else CloudburstCommandOperator
-            steps.append(operator(task_id=step, step=step, workload=workload, outlets=outlets))
-        chain(validate(), *steps)
+            steps.append(step_task(workload, step))
+        for upstream, downstream in zip(steps, steps[1:], strict=False):  # chain() does not fan in and out
+            upstream >> downstream
+        validate() >> steps[0]
     return dag
+
+
+def step_task(workload: str, step: str, branch: str = "") -> Any:
+    """The task that runs one step (a Spark job or a command in the training environment)."""
+    definition = workloads.definition(workload)
+    outlets = [Asset(name=name, uri=uri) for name, uri in [definition.assets[step]]] \
+        if step in definition.assets and not branch else []
+    operator = CloudburstSparkJobOperator if step in SPARK_STEPS else CloudburstCommandOperator
+    return operator(task_id=step, step=step, workload=workload, branch=branch, outlets=outlets)
+
+
+def branch_tasks(workload: str, branch: str, branch_steps: list[str]) -> TaskGroup:
+    """One branch's steps in order, in a task group named after it (``model_a.train``), with check_shards before
+    train."""
+    with TaskGroup(group_id=branch, tooltip=f"{workload}: the {branch} branch") as group:
+        tasks: list[Any] = []
+        for step in branch_steps:
+            if step == TRAIN:
+                tasks.append(ManifestSensor(workload=workload, branch=branch))
+            tasks.append(step_task(workload, step, branch))
+        chain(*tasks)
+    return group

@@ -99,15 +99,16 @@ class ManifestSensor(_CloudburstHdfsSensor):
     task published them moments ago, this only guards against training on a half-published dataset.
     """
 
-    def __init__(self, *, workload: str, task_id: str = CHECK_SHARDS,
+    def __init__(self, *, workload: str, branch: str = "", task_id: str = CHECK_SHARDS,
                  poke_interval: datetime.timedelta | float = 10,
                  timeout: datetime.timedelta | float = datetime.timedelta(minutes=10),
                  mode: str = "poke", **kwargs: Any) -> None:
         super().__init__(workload=workload, task_id=task_id, poke_interval=poke_interval, timeout=timeout,
                          mode=mode, **kwargs)
+        self.branch = branch
 
     def poke(self, context: Any) -> bool:
-        spec = run_spec(context, self.workload)
+        spec = run_spec(context, self.workload, self.branch)
         shards = storage.to_uri(spec.shards_uri())
         manifest = storage.join(shards, storage.MANIFEST_NAME)
         which = "existing shards" if spec.existing_shards else "shards"

@@ -21,7 +21,7 @@ from airflow.sdk import Asset, BaseOperator
 
 from training import storage
 from training.config import RunSpec, RunSpecError, run_name_from, shard_rows
-from training.contract import EVALUATE, EVALUATION_FILE, IMAGE_SHARDS, REPO_ROOT, RUN_SPEC_FILE, job_module, job_path
+from training.contract import EVALUATE, EVALUATION_FILE, IMAGE_SHARDS, REPO_ROOT, RUN_SPEC_FILE, job_path
 from training.jobs.spark_session import check_cluster_configuration
 
 
@@ -43,12 +43,14 @@ def training_environment() -> dict[str, str]:
     }
 
 
-def run_spec(context: Any, workload: str) -> RunSpec:
-    """The run specification of this DAG run: its Params, the DAG's workload and a run name from the run id."""
+def run_spec(context: Any, workload: str, branch: str = "") -> RunSpec:
+    """The run specification of this DAG run: its Params, the DAG's workload and a run name from the run id; for
+    a task of one of the workload's parallel branches, that branch's (its settings applied)."""
     values = {name: value for name, value in dict(context["params"]).items() if value is not None}
     if not values.get("run_name"):
         values["run_name"] = run_name_from(context["run_id"])
-    return RunSpec.from_mapping({**values, "workload": workload})
+    spec = RunSpec.from_mapping({**values, "workload": workload})
+    return spec.for_branch(branch) if branch else spec
 
 
 def record_outlets(context: Any, outlets: Sequence[Any], uri: str) -> None:
@@ -62,7 +64,8 @@ def record_outlets(context: Any, outlets: Sequence[Any], uri: str) -> None:
 class CloudburstSparkJobOperator(SparkSubmitOperator):
     """A Spark step (training/jobs/<step>.py), submitted with the training environment's spark-submit."""
 
-    def __init__(self, *, step: str, workload: str, conn_id: str = "spark_default", **kwargs: Any) -> None:
+    def __init__(self, *, step: str, workload: str, branch: str = "", conn_id: str = "spark_default",
+                 **kwargs: Any) -> None:
         super().__init__(
             application=str(job_path(step)),
             conn_id=conn_id,
@@ -74,9 +77,10 @@ class CloudburstSparkJobOperator(SparkSubmitOperator):
         )
         self.step = step
         self.workload = workload
+        self.branch = branch
 
     def execute(self, context: Any) -> str:
-        spec = run_spec(context, self.workload)
+        spec = run_spec(context, self.workload, self.branch)
         self.application_args = spec.to_args()
         self.spark_master = spec.spark_master
         self._hook = None  # built from this run's settings
@@ -100,14 +104,15 @@ class CloudburstCommandOperator(BaseOperator):
     """A step that needs no Spark (ingestion, evaluation), run as ``python -m training.jobs.<step>`` with the
     training environment's Python."""
 
-    def __init__(self, *, step: str, workload: str, **kwargs: Any) -> None:
+    def __init__(self, *, step: str, workload: str, branch: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step = step
         self.workload = workload
+        self.branch = branch
 
     def execute(self, context: Any) -> Any:
-        spec = run_spec(context, self.workload)
-        command = [str(training_python()), "-m", job_module(self.step), *spec.to_args()]
+        spec = run_spec(context, self.workload, self.branch)
+        command = [str(training_python()), "-m", spec.definition.job_module(self.step), *spec.to_args()]
         self.log.info("running %s", " ".join(command))
         with subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, **training_environment()},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:

@@ -160,17 +160,17 @@ def test_a_workload_s_own_defaults_apply_to_every_setting_left_out():
     assert RunSpec().epochs == 5  # MNIST's
 
 
-@pytest.mark.parametrize("workload", ["mnist_elastic_cnn", "kws_densenet_bilstm"])
+@pytest.mark.parametrize("workload", ["mnist_elastic_cnn", "kws_densenet_bilstm", "speaker_verification"])
 def test_every_step_s_arguments_parse_in_its_job_and_round_trip(workload):
     import importlib
 
-    from training.contract import SPARK_STEPS, job_module
+    from training.contract import SPARK_STEPS
     from training.jobs.command_line import job_parser
 
     spec = RunSpec(workload=workload, nodes=2, workers_per_node=3, augment_copies=4, seed=7, run_name="r1",
                    data_root="hdfs://namenode:8020/cloudburst", fp16_compression=True)
     for step in spec.definition.steps:
-        module = importlib.import_module(job_module(step))  # the job exists and exposes the step
+        module = importlib.import_module(spec.definition.job_module(step))  # the job exists and exposes the step
         assert callable(module.run_step) and callable(module.main)
         parsed = job_parser("", spark=step in SPARK_STEPS).parse_args(spec.to_args())
         assert RunSpec.from_args(parsed) == spec, step
@@ -182,7 +182,7 @@ def test_every_setting_is_declared_once_with_a_title_a_description_and_a_default
 
     for entry in all_settings():
         assert entry.title and entry.description and entry.section, entry.name
-        for workload in ("mnist_elastic_cnn", "kws_densenet_bilstm"):
+        for workload in ("mnist_elastic_cnn", "kws_densenet_bilstm", "speaker_verification"):
             default = workload_defaults(workload)[entry.name]
             assert isinstance(default, entry.type), (entry.name, default)
             if entry.name != "workload":

@@ -28,7 +28,7 @@ from pathlib import Path
 from training import workloads
 from training.config import RunSpec, all_settings, workload_defaults, workload_settings
 from training.console import configure_logging
-from training.contract import SPARK_STEPS, STEPS, job_module
+from training.contract import SPARK_STEPS, STEPS
 from training.jobs.command_line import add_job_arguments, run_reporting_errors
 
 log = logging.getLogger("cloudburst")
@@ -39,7 +39,10 @@ STEP_HELP = {
     "features": "keyword spotting: log-mel/MFCC features and augmented training copies (Spark job)",
     "shard": "stratified, deterministic shards of the training split, one per worker (Spark job)",
     "train": "train with a strategy on the shards and record the run in MLflow (Spark job)",
-    "evaluate": "test accuracy, confusion matrix and the model of a trained run → its MLflow run",
+    "score": "speaker verification: embeddings of every clip with each trained model (no Spark)",
+    "fuse": "speaker verification: S-norm, calibration and score fusion trained on sv_dev; saves the system",
+    "evaluate": "test accuracy, confusion matrix and the model of a trained run → its MLflow run (speaker "
+                "verification: EER, minDCF, DET curves per model and fused)",
 }
 
 
@@ -50,7 +53,7 @@ def _run_step(args: argparse.Namespace) -> None:
     if args.step not in spec.definition.steps:
         raise ValueError(f"workload {spec.workload} has no {args.step!r} step (its steps: "
                          f"{' → '.join(spec.definition.steps)})")
-    run_step = importlib.import_module(job_module(args.step)).run_step
+    run_step = importlib.import_module(spec.definition.job_module(args.step)).run_step
     run_step(spec, overwrite=args.overwrite)
 
 

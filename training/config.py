@@ -30,6 +30,8 @@ def _collect_settings() -> dict[str, Setting]:
     table = {entry.name: entry for entry in SHARED_SETTINGS}
     for workload in workloads.registry().values():
         for entry in workload.settings:
+            if table.get(entry.name) is entry:
+                continue  # another workload's setting, used as it is (speaker verification's corpus settings)
             if entry.name in table:
                 raise ValueError(f"workload {workload.name}: setting {entry.name!r} is declared twice")
             table[entry.name] = entry
@@ -120,8 +122,35 @@ class _RunSpecMethods:
         return f"{self.augmented_uri().rstrip('/')}-shards{self.total_workers}-seed{self.seed}"
 
     def run_uri(self) -> str:
-        """Where the run keeps checkpoints, the final model and its result; stable across task retries."""
-        return f"{self.resolved_data_root()}/runs/{self.workload}/{self.run_name}"
+        """Where the run keeps checkpoints, the final model and its result; stable across task retries. A branch
+        of a workload with branches keeps its own below the run's: ``…/<run name>/<branch>``."""
+        base = f"{self.resolved_data_root()}/runs/{self.workload}/{self.run_name}"
+        branch = self.branch
+        return f"{base}/{branch}" if branch else base
+
+    @property
+    def branch(self) -> str:
+        """The branch this spec runs (its workload's branch_setting), or "" for the run as a whole."""
+        setting_name = self.definition.branch_setting
+        return getattr(self, setting_name) if setting_name else ""
+
+    def for_branch(self, branch: str) -> RunSpec:
+        """This run's spec for one of its workload's parallel branches (its settings applied)."""
+        definition = self.definition
+        if branch not in definition.branches:
+            raise RunSpecError(f"workload {self.workload} has no branch {branch!r} (its branches: "
+                               f"{', '.join(definition.branches) or 'none'})")
+        return self.with_changes(**{definition.branch_setting: branch, **definition.branches[branch]})
+
+    def whole_run(self) -> RunSpec:
+        """The spec of the run as a whole, whichever branch this one is (the steps after the branches)."""
+        definition = self.definition
+        if not definition.branch_setting:
+            return self
+        defaults = workload_defaults(self.workload)
+        branch_settings = {name for overrides in definition.branches.values() for name in overrides}
+        return self.with_changes(**{definition.branch_setting: "",
+                                    **{name: defaults[name] for name in branch_settings}})
 
     def step_output(self, step: str) -> str:
         """Where a pipeline step publishes, for data-aware scheduling and the step's return value."""

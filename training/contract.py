@@ -12,7 +12,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # Pipeline steps, in the order a workload may chain them. Spark steps are spark-submitted as
 # training/jobs/<step>.py; the others run as ``python -m training.jobs.<step>`` in the training environment.
 INGEST, AUGMENT, FEATURES, SHARD, TRAIN, EVALUATE = "ingest", "augment", "features", "shard", "train", "evaluate"
-STEPS = (INGEST, AUGMENT, FEATURES, SHARD, TRAIN, EVALUATE)
+# Speaker verification's steps after training: embeddings of every clip, then the fused system. A workload may
+# implement a step in a module of its own (WorkloadDefinition.step_jobs); these two have no generic job.
+SCORE, FUSE = "score", "fuse"
+STEPS = (INGEST, AUGMENT, FEATURES, SHARD, TRAIN, SCORE, FUSE, EVALUATE)
 SPARK_STEPS = frozenset({AUGMENT, FEATURES, SHARD, TRAIN})
 
 
@@ -39,6 +42,7 @@ INGEST_REPORT_FILE = "ingest_report.json"
 MNIST_IMAGES = "mnist-images"
 SPEECH_CLIPS = "speech-clips"
 SPEECH_FEATURES = "speech-features"
+SPEAKER_EMBEDDINGS = "speaker-embeddings"
 IMAGE_SHARDS = "image-shards"
 # Keyword-spotting feature kinds (training.audio.features computes them).
 FEATURE_KINDS = ("log_mel", "mfcc")

@@ -264,3 +264,26 @@ def _is_locked(error: BaseException) -> bool:
 
 def _first_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def log_system_run(spec: RunSpec, run_name: str, metrics: dict[str, float], tags: dict[str, str],
+                   artifacts: dict[str, bytes], params: dict[str, str] | None = None) -> str:
+    """A finished MLflow run for a result built from other runs (speaker verification's fused system): the run
+    specification's params plus ``params``, the shared tags plus ``tags``, metrics at step 0 and artifacts."""
+    from mlflow.entities import Metric, Param
+
+    tracking_uri = spec.resolved_tracking_uri()
+    mlflow_client = client(tracking_uri)
+    experiment = experiment_id(mlflow_client, spec.workload, tracking_uri)
+    all_tags = {"workload": spec.workload, "strategy": spec.strategy, "config": spec.config,
+                "nodes": str(spec.nodes), "workers_per_node": str(spec.workers_per_node),
+                "total_workers": str(spec.total_workers), "cloudburst_run": spec.run_name, **tags}
+    run = retry_when_locked(mlflow_client.create_run, experiment, run_name=run_name, tags=all_tags)
+    run_id = run.info.run_id
+    now = int(time.time() * 1000)
+    retry_when_locked(mlflow_client.log_batch, run_id,
+                      metrics=[Metric(name, float(value), now, 0) for name, value in metrics.items()],
+                      params=[Param(key, value) for key, value in {**spec.mlflow_params(), **(params or {})}.items()])
+    log_artifacts(mlflow_client, run_id, artifacts)
+    retry_when_locked(mlflow_client.set_terminated, run_id, "FINISHED")
+    return run_id

@@ -60,14 +60,21 @@ ROWS_PER_FILE = 8192  # 256 MiB of audio per part file at most
 MIN_RESAMPLE_RATE = 4_000
 MAX_RESAMPLE_RATE = 192_000
 
-CLIP_SCHEMA = pa.schema([
-    pa.field("index", pa.int64(), nullable=False),
-    pa.field("label", pa.int8(), nullable=False),
-    pa.field("word", pa.string(), nullable=False),
-    pa.field("speaker", pa.string(), nullable=False),
-    pa.field("path", pa.string(), nullable=False),
-    pa.field("audio", pa.binary(), nullable=False),
-])
+def clip_schema(num_classes: int | None = None) -> pa.Schema:
+    """The clips' columns; the label is int8 up to 128 classes, int16 beyond (speakers as labels)."""
+    from training.datasets.image_records import label_type
+
+    return pa.schema([
+        pa.field("index", pa.int64(), nullable=False),
+        pa.field("label", label_type(num_classes), nullable=False),
+        pa.field("word", pa.string(), nullable=False),
+        pa.field("speaker", pa.string(), nullable=False),
+        pa.field("path", pa.string(), nullable=False),
+        pa.field("audio", pa.binary(), nullable=False),
+    ])
+
+
+CLIP_SCHEMA = clip_schema()
 NOISE_SCHEMA = pa.schema([pa.field("name", pa.string(), nullable=False),
                           pa.field("audio", pa.binary(), nullable=False)])
 
@@ -442,17 +449,20 @@ def _silence_clip(noises: list[tuple[str, np.ndarray]], rng: np.random.Generator
 # --- Publishing ----------------------------------------------------------------------------------------------
 
 
-def _clip_table(rows: SplitRows, start: int, stop: int) -> pa.Table:
-    from training.datasets.image_records import binary_column
+def _clip_table(rows: SplitRows, start: int, stop: int, num_classes: int | None = None,
+                indices: list[int] | None = None) -> pa.Table:
+    """Rows ``start:stop`` of a split; ``indices`` numbers them (default: their position in the split)."""
+    from training.datasets.image_records import binary_column, label_type
 
     chunk = rows.audio[start:stop]
     audio = np.stack(chunk) if chunk else np.empty((0, CLIP_SAMPLES), np.int16)
+    index = np.arange(start, start + len(chunk)) if indices is None else np.asarray(indices[start:stop], np.int64)
     return pa.Table.from_arrays(
-        [pa.array(np.arange(start, start + len(chunk)), pa.int64()), pa.array(rows.labels[start:stop], pa.int8()),
+        [pa.array(index, pa.int64()), pa.array(rows.labels[start:stop], label_type(num_classes)),
          pa.array(rows.words[start:stop], pa.string()), pa.array(rows.speakers[start:stop], pa.string()),
          pa.array(rows.paths[start:stop], pa.string()),
          binary_column(audio.astype("<i2").reshape(len(audio), 1, CLIP_SAMPLES))],
-        schema=CLIP_SCHEMA,
+        schema=clip_schema(num_classes),
     )
 
 
@@ -503,19 +513,7 @@ def ingest(
         recipe["train_unknown_percentage"] = train_unknown_percentage
 
     def write(staging: storage.Location) -> dict[str, Any]:
-        for split, split_rows in rows.items():
-            staging.fs.makedirs(f"{staging.path}/{split}", exist_ok=True)
-            log.info("writing %s: %d clips", split, len(split_rows.labels))
-            for part, start in enumerate(range(0, max(len(split_rows.labels), 1), ROWS_PER_FILE)):
-                with staging.fs.open(f"{staging.path}/{split}/part-{part:05d}.parquet", "wb") as handle:
-                    pq.write_table(_clip_table(split_rows, start, start + ROWS_PER_FILE), handle)
-        staging.fs.makedirs(f"{staging.path}/noise", exist_ok=True)
-        noise_table = pa.Table.from_arrays(
-            [pa.array([name for name, _ in scan.noises], pa.string()),
-             pa.array([samples.astype("<i2").tobytes() for _, samples in scan.noises], pa.binary())],
-            schema=NOISE_SCHEMA)
-        with staging.fs.open(f"{staging.path}/noise/part-00000.parquet", "wb") as handle:
-            pq.write_table(noise_table, handle)
+        write_splits(staging, rows, scan.noises)
         storage.write_json(storage.join(staging.uri, REPORT_NAME), report)
         return {
             "source": description,
@@ -540,6 +538,26 @@ def ingest(
 
     manifest, created = storage.publish(destination, DATASET_KIND, recipe, write, overwrite=overwrite)
     return manifest, created
+
+
+def write_splits(staging: storage.Location, rows: dict[str, SplitRows], noises: list[tuple[str, np.ndarray]],
+                 num_classes: int | None = None, indices: dict[str, list[int]] | None = None) -> None:
+    """Each split's clips as Parquet parts (an empty split gets one empty part) and the noise recordings."""
+    for split, split_rows in rows.items():
+        staging.fs.makedirs(f"{staging.path}/{split}", exist_ok=True)
+        log.info("writing %s: %d clips", split, len(split_rows.labels))
+        for part, start in enumerate(range(0, max(len(split_rows.labels), 1), ROWS_PER_FILE)):
+            table = _clip_table(split_rows, start, start + ROWS_PER_FILE, num_classes,
+                                None if indices is None else indices[split])
+            with staging.fs.open(f"{staging.path}/{split}/part-{part:05d}.parquet", "wb") as handle:
+                pq.write_table(table, handle)
+    staging.fs.makedirs(f"{staging.path}/noise", exist_ok=True)
+    noise_table = pa.Table.from_arrays(
+        [pa.array([name for name, _ in noises], pa.string()),
+         pa.array([samples.astype("<i2").tobytes() for _, samples in noises], pa.binary())],
+        schema=NOISE_SCHEMA)
+    with staging.fs.open(f"{staging.path}/noise/part-00000.parquet", "wb") as handle:
+        pq.write_table(noise_table, handle)
 
 
 def is_held_out(family: str, held_out: tuple[str, ...]) -> bool:

@@ -231,7 +231,7 @@ class Trials:
         if data.get("format") != TRIALS_FORMAT:
             raise TrialError(f"trial list format {data.get('format')!r}, expected {TRIALS_FORMAT}: make the trials "
                              f"again with this version")
-        if list(data["in_condition"]) != list(CONDITIONS):
+        if sorted(data["in_condition"]) != sorted(CONDITIONS):  # JSON writers may sort the keys
             raise TrialError(f"trial list conditions {list(data['in_condition'])}, expected {list(CONDITIONS)}")
         in_condition = np.stack([np.asarray(data["in_condition"][name], bool) for name in CONDITIONS], axis=1)
         return cls(model_speaker=np.asarray(data["model_speaker"], object),

@@ -94,6 +94,7 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
                              f"batch of {spec.batch_size_per_worker}; lower rounds_per_epoch "
                              f"({spec.rounds_per_epoch}) or batch_size_per_worker")
         model.set_weights(weights.value)
+        workload.start_epoch(epoch)
         # Dropout draws and the shuffle follow the round, not whatever this Python worker ran before.
         tf.keras.utils.set_random_seed(_round_seed(spec.seed, rank, epoch, round_index))
         started = time.perf_counter()

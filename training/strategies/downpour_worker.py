@@ -145,6 +145,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
         batches = iter(dataset)
         step, unpushed, fetch_pending = 0, 0, False
         for epoch in range(start_epoch, spec.epochs):
+            workload.start_epoch(epoch)
             epoch_started = time.perf_counter()
             losses, corrects = [], []
             for _ in range(steps_per_epoch):

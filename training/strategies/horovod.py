@@ -96,6 +96,9 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     class EpochRecorder(tf.keras.callbacks.Callback):
         """Collects the shared per-epoch metrics and checkpoints on rank 0 (after MetricAverage ran)."""
 
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            workload.start_epoch(epoch)  # e.g. the speaker models' margin ramp
+
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             logs = logs or {}
             row = bookkeeping.epoch_row(epoch + 1, logs["loss"], logs["accuracy"], logs["val_accuracy"],

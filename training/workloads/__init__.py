@@ -18,7 +18,8 @@ from training.workloads.base import Trainable, WorkloadDefinition
 if TYPE_CHECKING:
     from training.config import RunSpec
 
-BUILT_IN = ("training.workloads.mnist_elastic_cnn", "training.workloads.kws_densenet_bilstm")
+BUILT_IN = ("training.workloads.mnist_elastic_cnn", "training.workloads.kws_densenet_bilstm",
+            "training.workloads.speaker_verification")
 EXTRA_WORKLOADS_VARIABLE = "CLOUDBURST_WORKLOADS"
 
 __all__ = ["Trainable", "WorkloadDefinition", "definition", "load_function", "names", "registry", "workload_for"]

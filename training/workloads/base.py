@@ -40,6 +40,20 @@ class WorkloadDefinition:
     check_source: Callable[[RunSpec], None] | None = None  # the data source exists; raises RunSpecError
     assets: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # step → (Airflow asset name, URI)
     tags: tuple[str, ...] = ()
+    # Steps this workload runs with a module of its own instead of training.jobs.<step> (run_step + main).
+    step_jobs: Mapping[str, str] = field(default_factory=dict)
+    # Parallel branches: ``branch_steps`` run once per branch, each with the settings of ``branches[name]`` and
+    # ``branch_setting`` = name (speaker verification: features → shard → train for each embedding model). The
+    # branch's run directory is its own (RunSpec.run_uri); the steps after the branches see every branch.
+    branch_setting: str = ""
+    branches: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    branch_steps: tuple[str, ...] = ()
+
+    def job_module(self, step: str) -> str:
+        """The module that runs ``step`` for this workload (``python -m`` or spark-submit's file)."""
+        from training.contract import job_module
+
+        return self.step_jobs.get(step) or job_module(step)
 
 
 @dataclass(frozen=True)
@@ -59,8 +73,20 @@ class Trainable:
     # Online augmentation of every training batch: (float32 model inputs, stateless seed int64[2]) → inputs of the
     # same shape; the strategies' input pipeline seeds it by run seed, worker and batch number. None: no change.
     augment_batch: Callable[[Any, Any], Any] | None = None
+    # The training loss (one instance per process); None: sparse categorical cross-entropy on logits.
+    loss: Callable[[], Any] | None = None
+    # Called by every strategy at the start of each (0-based, absolute) epoch on every worker, before its steps:
+    # speaker verification ramps the angular margin of its loss with it. None: nothing to do.
+    begin_epoch: Callable[[int], None] | None = None
 
     def make_loss(self) -> Any:
+        if self.loss is not None:
+            return self.loss()
         import tensorflow as tf
 
         return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def start_epoch(self, epoch: int) -> None:
+        """The strategies' one call per epoch and worker (see ``begin_epoch``)."""
+        if self.begin_epoch is not None:
+            self.begin_epoch(epoch)

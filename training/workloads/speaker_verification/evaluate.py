@@ -1,0 +1,189 @@
+"""Step ``evaluate`` of speaker verification: models A and B, their equal-weight and logistic-regression fusion on
+the sv_eval trials — EER and minDCF (P_target 0.01, 0.05) with their thresholds and 95 % intervals by bootstrap over
+speakers, actual DCF and Cllr of the calibrated scores, per condition (same word, different word, hard = same voice
+family, all) — and the fused system with 1, 3 and 5 enrollment utterances. Logged as one MLflow run of the system
+beside the two models' training runs, with DET curves and score histograms; prints a summary.
+
+    python -m training.workloads.speaker_verification.evaluate --workload speaker_verification --run-name my-run
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import numpy as np
+
+from training import storage, tracking
+from training.config import RunSpec
+from training.contract import EVALUATION_FILE
+from training.workloads.speaker_verification import ENROLLMENT_CHOICES, MODEL_FEATURES, MODEL_TITLES
+
+log = logging.getLogger(__name__)
+
+HEADLINE_CONDITION = "different_word"  # text-independent: the condition the shared eer/min_dcf metrics report
+
+
+def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int, seed: int) -> dict[str, float]:
+    """EER of the fused system on sv_eval trials made with each other number of enrollment utterances (the same
+    fusion; a choice some speaker has too few clips for is left out)."""
+    from training.evaluation import speaker_verification as sv
+    from training.evaluation import trials as trial_lists
+    from training.evaluation import verification
+
+    sets = {speaker for speaker in inputs.evaluation.enrollment}
+    names = list(MODEL_FEATURES)
+    cohorts = {name: sv.speaker_cohort(inputs.embeddings[name], inputs.clip_speakers, inputs.cohort_speakers)
+               for name in names}
+    metrics: dict[str, float] = {}
+    for utterances in ENROLLMENT_CHOICES:
+        if utterances == enrollment_utterances:
+            continue
+        try:
+            trials = trial_lists.make_trials(inputs.clips, sorted(sets), utterances, inputs.evaluation.seed)
+        except trial_lists.TrialError as error:
+            log.info("no sweep point for %d enrollment utterances: %s", utterances, error)
+            continue
+        matrix = np.stack([sv.score_trials(inputs.embeddings[name], trials, cohorts[name]).normalised
+                           for name in names], axis=1)
+        llrs = fusion.llr(matrix)
+        for condition in ("different_word", "all"):
+            mask = trials.condition(condition)
+            labels = trials.label[mask]
+            if (labels == 1).any() and (labels == 0).any():
+                metrics[f"eer_{sv.FUSION}_{condition}_enroll{utterances}"] = \
+                    verification.equal_error_rate(labels, llrs[mask]).value
+    del seed  # the trials keep the evaluation list's own seed, so only the enrollment changes
+    return metrics
+
+
+def evaluate_run(spec: RunSpec) -> dict[str, Any]:
+    """Measure the system on sv_eval and log it; returns the evaluation record (a second call returns it again)."""
+    from training.evaluation import speaker_verification as sv
+    from training.workloads.speaker_verification.fuse import fuse, scoring_inputs
+    from training.workloads.speaker_verification.score import branch_record
+
+    whole = spec.whole_run()
+    done = storage.read_json(storage.join(whole.run_uri(), EVALUATION_FILE))
+    if done is not None:
+        log.info("run %s already evaluated: nothing to do", spec.run_name)
+        return done
+    system = fuse(whole)  # published by the fuse step; a no-op here unless it is missing
+    inputs = scoring_inputs(whole)
+    report = sv.evaluate_systems(inputs.embeddings, inputs.clip_speakers, inputs.cohort_speakers, inputs.development,
+                                 inputs.evaluation, resamples=whole.bootstrap_resamples, seed=whole.seed)
+    fused = report.fusion[sv.FUSION]
+    from training.evaluation.scoring import LinearFusion
+
+    fusion = LinearFusion(tuple(fused["weights"]), float(fused["offset"]), float(fused["prior"]))
+    metrics = report.flat_metrics()
+    metrics.update(enrollment_sweep(inputs, fusion, whole.enrollment_utterances, whole.seed))
+    headline = report.metrics[sv.FUSION].get(HEADLINE_CONDITION) or report.metrics[sv.FUSION]["all"]
+    metrics |= {"eer": headline["eer"], "min_dcf": headline["min_dcf_p01"], "min_dcf_p05": headline["min_dcf_p05"]}
+
+    tags: dict[str, str] = {"kind": "verification_system", "headline_condition": HEADLINE_CONDITION,
+                            "system_uri": system["uri"]}
+    models: dict[str, Any] = {}
+    mlflow_client = tracking.client(whole.resolved_tracking_uri())
+    for model in MODEL_FEATURES:
+        record = branch_record(whole, model)
+        branch_metrics = mlflow_client.get_run(record["mlflow_run_id"]).data.metrics
+        tags[f"{model}_run_id"] = record["mlflow_run_id"]
+        models[model] = {"mlflow_run_id": record["mlflow_run_id"], "features": MODEL_FEATURES[model],
+                         **{name: branch_metrics[name] for name in
+                            ("model_parameters", "test_accuracy", "wall_seconds", "speedup", "samples_per_second_mean",
+                             "time_to_target_seconds") if name in branch_metrics}}
+        for name, value in models[model].items():
+            if isinstance(value, float):
+                metrics[f"{model}_{name}"] = value
+    parameters = [models[model].get("model_parameters") for model in MODEL_FEATURES]
+    if all(parameters):
+        metrics["parameter_ratio_b_to_a"] = parameters[1] / parameters[0]
+
+    artifacts = verification_artifacts(whole, report, inputs.evaluation)
+    run_id = tracking.log_system_run(whole, f"system-{whole.strategy}-{whole.config}-{whole.run_name}", metrics,
+                                     tags, artifacts)
+    evaluation = {"mlflow_run_id": run_id, "metrics": metrics, "models": models, "system_uri": system["uri"],
+                  "counts": report.counts}
+    storage.write_json(storage.join(whole.run_uri(), EVALUATION_FILE), evaluation)
+    return evaluation
+
+
+def verification_artifacts(spec: RunSpec, report: Any, evaluation: Any) -> dict[str, bytes]:
+    """DET curves per condition (both models and both fusions on one plot), score histograms, the report and the
+    trial lists' seeds and counts."""
+    from training.evaluation import speaker_verification as sv
+
+    title = f"{spec.workload} · {spec.strategy} {spec.config}"
+    artifacts = {f"det_{condition}.png": sv.det_curves_png(report, evaluation, condition, f"{title} · {condition}")
+                 for condition in report.counts if report.metrics[sv.FUSION].get(condition)}
+    artifacts["score_histograms.png"] = sv.score_histograms_png(report, f"{title} · all sv_eval trials")
+    artifacts["verification_report.json"] = json.dumps(report.to_mapping(), indent=2).encode()
+    artifacts["trials.json"] = json.dumps({"sv_eval": {"seed": evaluation.seed,
+                                                       "enrollment_utterances": evaluation.enrollment_utterances,
+                                                       "counts": evaluation.counts()}}, indent=2).encode()
+    return artifacts
+
+
+def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
+    """EER and minDCF per model and fused, the fusion's gain, each model's size and speedup."""
+    from training.evaluation import speaker_verification as sv
+
+    metrics = evaluation["metrics"]
+    systems = [*MODEL_FEATURES, sv.EQUAL_WEIGHT, sv.FUSION]
+    titles = {**MODEL_TITLES, sv.EQUAL_WEIGHT: "equal-weight fusion", sv.FUSION: "logistic fusion"}
+    lines = [f"workload {spec.workload}, strategy {spec.strategy}, {spec.config} per model, {spec.epochs} epochs; "
+             f"sv_eval trials ({HEADLINE_CONDITION}): {evaluation['counts'][HEADLINE_CONDITION]}"]
+    for system in systems:
+        eer = metrics.get(f"eer_{system}_{HEADLINE_CONDITION}")
+        if eer is None:
+            continue
+        low, high = metrics[f"eer_ci_low_{system}_{HEADLINE_CONDITION}"], \
+            metrics[f"eer_ci_high_{system}_{HEADLINE_CONDITION}"]
+        lines.append(f"  {titles[system]:32s} EER {100 * eer:5.2f} % [{100 * low:5.2f}, {100 * high:5.2f}]  "
+                     f"minDCF.01 {metrics[f'min_dcf_p01_{system}_{HEADLINE_CONDITION}']:.3f}  "
+                     f"hard {_percent(metrics.get(f'eer_{system}_hard'))}")
+    gain = metrics.get(f"fusion_eer_gain_{HEADLINE_CONDITION}_difference")
+    if gain is not None:
+        low = metrics[f"fusion_eer_gain_{HEADLINE_CONDITION}_ci_low"]
+        high = metrics[f"fusion_eer_gain_{HEADLINE_CONDITION}_ci_high"]
+        verdict = "excludes 0" if high < 0 or low > 0 else "includes 0"
+        lines.append(f"fusion − best single EER {100 * gain:+.2f} points [{100 * low:+.2f}, {100 * high:+.2f}] "
+                     f"({verdict})")
+    sweep = [f"{n}: {100 * metrics[f'eer_{sv.FUSION}_{HEADLINE_CONDITION}_enroll{n}']:.2f} %"
+             for n in ENROLLMENT_CHOICES if f"eer_{sv.FUSION}_{HEADLINE_CONDITION}_enroll{n}" in metrics]
+    if sweep:
+        lines.append(f"fused EER by enrollment utterances: {', '.join(sweep)} (the run's: "
+                     f"{spec.enrollment_utterances})")
+    for model, facts in evaluation["models"].items():
+        speed = (f"speedup {facts['speedup']:.2f}x over its 1-worker run" if "speedup" in facts and
+                 spec.total_workers > 1 else "a 1-worker baseline" if spec.total_workers == 1 else
+                 "no 1-worker run to compare with yet")
+        lines.append(f"  {model}: {int(facts.get('model_parameters', 0)):,} parameters, speaker accuracy "
+                     f"{100 * facts.get('test_accuracy', math.nan):.1f} % on held-out clips, training "
+                     f"{facts.get('wall_seconds', math.nan):.0f} s, {speed} (MLflow run {facts['mlflow_run_id']})")
+    lines.append(f"system            {evaluation['system_uri']} (cloudburst verify --system …)")
+    lines.append(f"MLflow run        {evaluation['mlflow_run_id']} in experiment {spec.workload} "
+                 f"({spec.resolved_tracking_uri()})")
+    return "\n".join(lines)
+
+
+def _percent(value: float | None) -> str:
+    return "  –  " if value is None else f"{100 * value:5.2f} %"
+
+
+def run_step(spec: RunSpec, overwrite: bool = False) -> str:
+    print(summary(spec, evaluate_run(spec)), flush=True)
+    return spec.whole_run().run_uri()
+
+
+def main(argv: list[str] | None = None) -> None:
+    from training.jobs.command_line import job_main
+
+    job_main(__doc__, run_step, spark=False, argv=argv)
+
+
+if __name__ == "__main__":
+    main()
