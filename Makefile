@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-cluster bench bench-strategies bench-kws bench-kws-generalisation bench-sv clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-sv demo-cluster bench bench-strategies bench-kws bench-kws-generalisation bench-sv clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -30,6 +30,9 @@ demo: setup  ## the mnist_elastic_cnn DAG end to end on the full MNIST (airflow 
 
 demo-kws: setup  ## the kws_densenet_bilstm DAG on a synthetic Speech Commands corpus of 200 speakers, then a summary
 	infra/demo.sh kws_densenet_bilstm
+
+demo-sv: setup  ## the speaker_verification DAG (models A and B, fused) on a synthetic corpus of 300 speakers, then a summary
+	infra/demo.sh speaker_verification
 
 demo-cluster: setup hadoop-up  ## the mnist_elastic_cnn DAG with its data on the real HDFS and Spark on YARN (1x2)
 	DEMO_CLUSTER=1 infra/demo.sh

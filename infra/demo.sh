@@ -2,7 +2,7 @@
 # `make demo`: the mnist_elastic_cnn DAG on the embedded default (Spark local[*], ./var standing in for HDFS,
 # MLflow and Airflow on SQLite), run with `airflow dags test` on the full MNIST, then a short summary per run.
 # `make demo-kws` (infra/demo.sh kws_densenet_bilstm): the keyword-spotting DAG on a synthetic Speech Commands
-# corpus. Settings are the workload's defaults (training/workloads/<name>/, `cloudburst settings --workload …`);
+# corpus; `make demo-sv` (infra/demo.sh speaker_verification): the speaker-verification DAG on one of 300 voices. Settings are the workload's defaults (training/workloads/<name>/, `cloudburst settings --workload …`);
 # override them with DEMO_CONF='{"epochs": 3, "strategy": "downpour", ...}' and the configurations with
 # DEMO_CONFIGS='1x2' (nodes x workers_per_node, space-separated; default: 1x1, the speedup baseline, then 1x2).
 set -euo pipefail
@@ -85,12 +85,14 @@ for config in $configs; do
 done
 elapsed=$(( $(date +%s) - started ))
 
+evaluate_module=$(.venv/airflow/bin/python -c \
+    "from training import workloads; print(workloads.definition('$dag_id').job_module('evaluate'))")
 echo
 echo "================ Cloudburst demo: $dag_id ================"
 for config in $configs; do
     # The evaluate step is idempotent: run again with the same settings it only prints the run's summary.
     read -r -a spec_args <<< "$(spec_of "$config" args)"
-    .venv/training/bin/python -m training.jobs.evaluate "${spec_args[@]}" 2>/dev/null
+    .venv/training/bin/python -m "$evaluate_module" "${spec_args[@]}" 2>/dev/null
     echo
 done
 if [[ "${DEMO_CLUSTER:-0}" == 1 ]]; then

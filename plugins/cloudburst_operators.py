@@ -9,6 +9,7 @@ was asked to do, and the step names and job paths come from training.contract.
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -122,8 +123,20 @@ class CloudburstCommandOperator(BaseOperator):
             raise RuntimeError(f"{self.step} failed with exit status {process.returncode}")
         record_outlets(context, self.outlets, spec.step_output(self.step))
         if self.step == EVALUATE:
-            return storage.read_json(storage.join(spec.run_uri(), EVALUATION_FILE))
+            return finite_json(storage.read_json(storage.join(spec.run_uri(), EVALUATION_FILE)))
         return spec.step_output(self.step)
+
+
+def finite_json(value: Any) -> Any:
+    """``value`` with every NaN or infinity replaced by None: XComs travel as strict JSON (a threshold may be
+    infinite, a metric of an empty condition NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {key: finite_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_json(item) for item in value]
+    return value
 
 
 def validate_run(workload: str, **context: Any) -> dict[str, Any]:

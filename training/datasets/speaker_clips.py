@@ -73,7 +73,8 @@ def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: 
     if too_few:
         log.warning("%s: %d speakers have fewer than enrollment_utterances + 1 = %d clips and are left out (e.g. %s)",
                     source, len(too_few), enrollment_utterances + 1, too_few[0])
-        corpus = [row for row in corpus if row[2] not in set(too_few)]
+        left_out = set(too_few)
+        corpus = [row for row in corpus if row[2] not in left_out]
     families = {speaker: scan.families.get(speaker, UNRECORDED_FAMILY) for _, _, speaker, _ in corpus}
     try:
         assignment = trial_lists.assign_speaker_sets(sorted(families), families, held_out)

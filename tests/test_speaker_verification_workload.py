@@ -1,0 +1,301 @@
+"""The speaker-verification workload end to end on a small WAV corpus: ingest with speakers as labels (speaker sets,
+trial lists, the clip table), its refusals, the run specification's branches, the trainable (classes, the angular
+margin ramped per epoch), and with real Spark: features → shards → a real strategy for each embedding model, then
+score → fuse → evaluate."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pytest
+from wav_files import wav_bytes
+
+from training import storage
+from training.config import RunSpec, RunSpecError
+from training.datasets import speaker_clips, speech_ingest
+from training.evaluation import trials as trial_lists
+
+WORDS = ("yes", "no", "up")
+CLIPS_PER_SPEAKER = 6  # two takes of each word
+ENROLLMENT = 3
+
+
+def speaker_ids(count: int) -> list[str]:
+    """Eight hex characters, like Speech Commands' ids; the sha1 rule puts the first ten in sv_train ×4 (0-3),
+    sv_eval ×3 (4, 8, 9) and sv_dev ×3 (5-7); 36 of them give 21 / 9 / 6."""
+    return [hashlib.sha1(f"sv speaker {number}".encode()).hexdigest()[:8] for number in range(count)]
+
+
+def clip_audio(speaker_number: int, take: int) -> np.ndarray:
+    """One second of a speaker's own tone plus noise seeded by (speaker, take): every clip's bytes differ."""
+    rng = np.random.default_rng([speaker_number, take])
+    t = np.arange(16_000) / 16_000
+    voice = 6000 * np.sin(2 * np.pi * (150 + 23 * speaker_number) * t) * (1 + 0.3 * np.sin(2 * np.pi * 3 * t))
+    return np.clip(voice + rng.normal(0, 1500, t.shape), -32768, 32767).astype(np.int16)
+
+
+def make_speaker_corpus(root: Path, speakers: list[str], clips: Mapping[str, int] | None = None,
+                        duplicates: bool = False) -> Path:
+    """A Speech Commands-layout corpus: ``<word>/<speaker>_nohash_<n>.wav``, CLIPS_PER_SPEAKER clips per speaker
+    (fewer for those in ``clips``), spread over WORDS. With ``duplicates`` every speaker's last clip repeats the
+    bytes of its first (another word), so trials must keep such pairs apart."""
+    clips = clips or {}
+    for number, speaker in enumerate(speakers):
+        count = clips.get(speaker, CLIPS_PER_SPEAKER)
+        for take in range(count):
+            word = WORDS[take % len(WORDS)]
+            (root / word).mkdir(parents=True, exist_ok=True)
+            samples = clip_audio(number, 0 if duplicates and take == count - 1 else take)
+            (root / word / f"{speaker}_nohash_{take // len(WORDS)}.wav").write_bytes(wav_bytes(samples))
+    return root
+
+
+def assert_nothing_published(destination: Path) -> None:
+    assert not destination.exists(), sorted(str(path) for path in destination.rglob("*"))
+    assert not destination.parent.exists() or not any(destination.parent.iterdir()), \
+        list(destination.parent.iterdir())
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """36 speakers × 6 clips, each speaker with one pair of byte-identical clips."""
+    return make_speaker_corpus(tmp_path_factory.mktemp("sv-corpus"), speaker_ids(36), duplicates=True)
+
+
+# --- Ingest ----------------------------------------------------------------------------------------------------
+
+
+def test_ingest_makes_disjoint_speaker_sets_classifier_splits_of_training_speakers_and_trials_within_each_set(
+        corpus, tmp_path):
+    destination = str(tmp_path / "clips")
+    manifest, created = speaker_clips.ingest(str(corpus), destination, enrollment_utterances=ENROLLMENT, seed=4)
+    assert created
+    speakers = speaker_ids(36)
+    sets = manifest["speaker_sets"]
+    assert sorted(sets) == sorted(speakers)  # each speaker in exactly one set
+    members = {name: {s for s, set_name in sets.items() if set_name == name} for name in trial_lists.SPEAKER_SETS}
+    assert {name: len(group) for name, group in members.items()} == {"sv_train": 21, "sv_dev": 6, "sv_eval": 9}
+    assert manifest["clips"] == 36 * CLIPS_PER_SPEAKER
+
+    training_classes = manifest["training_classes"]
+    class_names = manifest["class_names"]
+    assert training_classes == 21 and len(class_names) == 36 and sorted(class_names) == sorted(speakers)
+    assert set(class_names[:training_classes]) == members["sv_train"]
+
+    split_speakers: dict[str, list[str]] = {}
+    for split in ("train", "test", "validation", "sv_dev", "sv_eval"):
+        _, table = speech_ingest.read_clips(destination, split)
+        labels = table.column("label").to_numpy()
+        split_speakers[split] = table.column("speaker").to_pylist()
+        assert [class_names[label] for label in labels] == split_speakers[split], split  # labels index class_names
+        if split in ("train", "test"):
+            assert set(split_speakers[split]) <= members["sv_train"], split
+            assert (labels < training_classes).all() and len(labels), split
+    assert split_speakers["validation"] == []
+    assert len(split_speakers["train"]) + len(split_speakers["test"]) == 21 * CLIPS_PER_SPEAKER
+    for set_name in speaker_clips.TRIAL_SETS:  # every clip of a dev/eval speaker, in its own split only
+        assert sorted(split_speakers[set_name]) == sorted(s for s in members[set_name] for _ in
+                                                          range(CLIPS_PER_SPEAKER)), set_name
+
+    clips, paths = speaker_clips.read_clip_table(destination)
+    assert len(clips) == len(paths) == manifest["clips"] and paths == sorted(paths)
+    trials = {set_name: speaker_clips.read_trials(destination, set_name) for set_name in speaker_clips.TRIAL_SETS}
+    trial_lists.check_disjoint(sets, trials, clips)
+    for set_name, set_trials in trials.items():
+        assert set(set_trials.enrollment) == members[set_name]
+        assert set(set_trials.model_speaker.tolist()) == members[set_name]
+        assert set(clips.speaker[set_trials.test_clip].tolist()) <= members[set_name]
+        assert (set_trials.label == 1).any() and (set_trials.label == 0).any()
+        assert all(len(rows) == ENROLLMENT for rows in set_trials.enrollment.values())
+        assert set_trials.seed == manifest["trials"][set_name]["seed"]
+        for model, row in zip(set_trials.model_speaker, set_trials.test_clip, strict=True):
+            enrolled = set_trials.enrollment[model]
+            assert row not in enrolled
+            assert clips.digest[row] not in set(clips.digest[enrolled].tolist()), (set_name, model, row)
+    assert len(set(clips.digest.tolist())) == 36 * (CLIPS_PER_SPEAKER - 1)  # the duplicates are really there
+
+    again, created_again = speaker_clips.ingest(str(corpus), destination, enrollment_utterances=ENROLLMENT, seed=4)
+    assert not created_again and again["data_version"] == manifest["data_version"]
+
+
+# --- Refusals ----------------------------------------------------------------------------------------------------
+
+
+def test_too_few_speakers_for_the_speaker_sets_is_a_one_line_error_and_nothing_is_published(tmp_path):
+    corpus = make_speaker_corpus(tmp_path / "corpus", speaker_ids(6))  # sv_eval and sv_dev get one each
+    destination = tmp_path / "out" / "clips"
+    with pytest.raises(storage.DatasetError, match="too few speakers per set") as raised:
+        speaker_clips.ingest(str(corpus), str(destination))
+    message = str(raised.value)
+    assert "\n" not in message and "sv_dev 1 < 2" in message and "sv_eval 1 < 2" in message
+    assert_nothing_published(destination)
+
+
+def test_speakers_with_too_few_clips_are_left_out_and_listed_in_the_ingest_report(tmp_path):
+    speakers = speaker_ids(36)
+    short = {speakers[0]: ENROLLMENT, speakers[4]: ENROLLMENT - 1}  # one of sv_train, one of sv_eval
+    corpus = make_speaker_corpus(tmp_path / "corpus", speakers, clips=short)
+    manifest, created = speaker_clips.ingest(str(corpus), str(tmp_path / "clips"), enrollment_utterances=ENROLLMENT)
+    assert created
+    report = storage.read_json(storage.join(manifest["uri"], speech_ingest.REPORT_NAME))
+    assert report["speakers_left_out_for_too_few_clips"] == sorted(short)
+    assert not set(short) & set(manifest["speaker_sets"]) and not set(short) & set(manifest["class_names"])
+    assert manifest["clips"] == 34 * CLIPS_PER_SPEAKER
+    clips, _ = speaker_clips.read_clip_table(manifest["uri"])
+    assert not set(short) & set(clips.speaker.tolist())
+
+
+def test_leaving_out_speakers_with_too_few_clips_can_leave_too_few_speakers_which_the_error_mentions(tmp_path):
+    speakers = speaker_ids(10)  # sv_eval: 4, 8 and 9
+    corpus = make_speaker_corpus(tmp_path / "corpus", speakers, clips={speakers[8]: 2, speakers[9]: 3})
+    destination = tmp_path / "out" / "clips"
+    with pytest.raises(storage.DatasetError, match="too few speakers per set") as raised:
+        speaker_clips.ingest(str(corpus), str(destination), enrollment_utterances=ENROLLMENT)
+    message = str(raised.value)
+    assert "\n" not in message and "sv_eval 1 < 2" in message
+    assert "2 speakers were left out for having too few clips" in message
+    assert_nothing_published(destination)
+
+
+def test_held_out_families_on_a_corpus_without_voice_families_is_refused_before_publishing(tmp_path):
+    corpus = make_speaker_corpus(tmp_path / "corpus", speaker_ids(10))
+    destination = tmp_path / "out" / "clips"
+    with pytest.raises(storage.DatasetError, match="held_out_families needs a corpus that records") as raised:
+        speaker_clips.ingest(str(corpus), str(destination), held_out_families=("pico",))
+    assert "\n" not in str(raised.value)
+    assert_nothing_published(destination)
+
+
+# --- Run specification -------------------------------------------------------------------------------------------
+
+
+def test_an_embedding_model_with_the_other_feature_kind_is_refused_naming_its_own():
+    spec = RunSpec(workload="speaker_verification", embedding_model="model_b")
+    assert spec.features == "log_mel"
+    with pytest.raises(RunSpecError, match="mfcc") as raised:
+        spec.validate()
+    assert "\n" not in str(raised.value)
+    RunSpec(workload="speaker_verification", embedding_model="model_b", features="mfcc").validate()
+    RunSpec(workload="speaker_verification", embedding_model="model_a").validate()
+
+
+def test_each_branch_has_its_own_features_shards_and_run_directory_and_whole_run_undoes_it(tmp_path):
+    from training.jobs.command_line import job_parser
+
+    spec = RunSpec(workload="speaker_verification", run_name="sv-run", data_root=str(tmp_path / "root"))
+    branches = {model: spec.for_branch(model) for model in ("model_a", "model_b")}
+    assert {model: (branch.embedding_model, branch.features) for model, branch in branches.items()} == \
+        {"model_a": ("model_a", "log_mel"), "model_b": ("model_b", "mfcc")}
+    for uri in ("augmented_uri", "shards_uri", "run_uri"):
+        values = {getattr(branch, uri)() for branch in branches.values()}
+        assert len(values) == 2, uri
+    for model, branch in branches.items():
+        branch.validate()
+        assert branch.run_uri() == f"{spec.run_uri()}/{model}"
+        assert branch.raw_uri() == spec.raw_uri()  # one clips dataset for both
+        assert branch.whole_run() == spec and branch.whole_run().run_uri() == spec.run_uri()
+        parsed = job_parser("", spark=True).parse_args(branch.to_args())
+        assert RunSpec.from_args(parsed) == branch
+    assert spec.whole_run() == spec
+    parser = argparse.ArgumentParser()
+    RunSpec.add_arguments(parser)
+    assert RunSpec.from_args(parser.parse_args(spec.to_args())) == spec
+    with pytest.raises(RunSpecError, match="no branch 'model_c'.*model_a, model_b"):
+        spec.for_branch("model_c")
+
+
+# --- Trainable ---------------------------------------------------------------------------------------------------
+
+
+def test_the_trainable_classifies_the_training_speakers_and_ramps_the_margin_of_its_one_loss(corpus, tmp_path):
+    from training.models.angular_margin import AdditiveAngularMarginLoss, ramped_margin
+    from training.workloads import workload_for
+    from training.workloads.speaker_verification import trainable
+
+    spec = RunSpec(workload="speaker_verification", data_source=str(corpus), data_root=str(tmp_path / "root"))
+    manifest, created = trainable.ingest(spec)
+    assert created and manifest["uri"] == storage.to_uri(spec.raw_uri())
+    workload = workload_for(spec.for_branch("model_b"))
+    assert workload.num_classes == manifest["training_classes"] == 21
+    assert workload.class_names == tuple(manifest["class_names"][:21])
+    loss = workload.make_loss()
+    assert isinstance(loss, AdditiveAngularMarginLoss) and workload.make_loss() is loss
+    assert float(loss.margin.numpy()) == 0.0
+    for epoch in (5, 0, 1, 2, 3, 4, 7):
+        workload.start_epoch(epoch)
+        assert float(loss.margin.numpy()) == pytest.approx(ramped_margin(epoch, ramp_epochs=4), abs=1e-7), epoch
+    workload.start_epoch(0)
+    assert float(workload.make_loss().margin.numpy()) == 0.0
+    workload.start_epoch(4)
+    assert float(workload.make_loss().margin.numpy()) == pytest.approx(0.2)
+    assert workload.build_model().output_shape == (None, 21)
+
+
+def test_the_trainable_needs_an_embedding_model():
+    from training.workloads import workload_for
+
+    with pytest.raises(RunSpecError, match="embedding_model"):
+        workload_for(RunSpec(workload="speaker_verification"))
+
+
+# --- With Spark: features, shards, a real strategy, then score → fuse → evaluate ---------------------------------
+
+
+@pytest.mark.spark
+def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_once(spark, corpus, tmp_path):
+    from training.contract import EVALUATION_FILE, RESULT_FILE
+    from training.jobs.features import features_dataset
+    from training.jobs.shard import shard_dataset
+    from training.jobs.train import train_run
+    from training.workloads.speaker_verification import evaluate, fuse, score, trainable
+
+    spec = RunSpec(workload="speaker_verification", strategy="averaging", nodes=1, workers_per_node=2, epochs=1,
+                   batch_size_per_worker=8, rounds_per_epoch=1, evaluations_per_epoch=1, bootstrap_resamples=20,
+                   run_name="sv-test", data_source=str(corpus), data_root=str(tmp_path / "root"),
+                   tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    clips = trainable.ingest(spec)[0]
+    for model, kind in (("model_b", "mfcc"), ("model_a", "log_mel")):
+        branch = spec.for_branch(model)
+        features = features_dataset(spark, branch.raw_uri(), branch.augmented_uri(), branch.features,
+                                    copies=branch.augment_copies, seed=branch.seed)[0]
+        assert features["features"] == kind
+        assert {split: features["splits"][split]["rows"] for split in score.EMBEDDING_SPLITS} == \
+            {split: clips["splits"][split]["rows"] for split in score.EMBEDDING_SPLITS}
+        shards = shard_dataset(spark, features["uri"], branch.shards_uri(), branch.total_workers, seed=branch.seed)[0]
+        assert sum(shard["rows"] for shard in shards["shards"]) == clips["splits"]["train"]["rows"]
+        record = train_run(spark, branch)
+        assert record["mlflow_run_id"] and len(record["result"]["epochs"]) == 1
+        assert np.isfinite(record["result"]["epochs"][-1]["train_loss"])
+        assert storage.read_json(storage.join(branch.run_uri(), RESULT_FILE)) is not None
+
+        embeddings = score.score_model(spec, model)
+        assert embeddings["clips"] == clips["clips"] and embeddings["model"] == model
+        vectors = score.read_embeddings(spec, model)
+        assert vectors.shape == (clips["clips"], embeddings["embedding_dim"]) and np.isfinite(vectors).all()
+        assert (np.linalg.norm(vectors, axis=1) > 0).all()
+        assert storage.read_json(storage.join(branch.run_uri(), EVALUATION_FILE))["metrics"]["training_speakers"] \
+            == clips["training_classes"]
+
+    assert score.run_step(spec) == spec.run_uri()  # both published already: nothing to do
+    system_uri = fuse.run_step(spec)
+    assert storage.read_manifest(system_uri) is not None
+    evaluation = evaluate.evaluate_run(spec)
+    assert {"eer", "eer_logistic_fusion_all", "min_dcf"} <= set(evaluation["metrics"])
+    assert all(np.isfinite(evaluation["metrics"][name]) for name in ("eer", "eer_logistic_fusion_all", "min_dcf"))
+    # After one epoch accepting nothing may be cheapest at a low P_target: that operating point's threshold is +inf.
+    assert all(value == np.inf and "min_dcf" in name and name.endswith(("_same_word", "_different_word", "_hard",
+                                                                         "_all")) and "threshold" in name
+               for name, value in evaluation["metrics"].items() if not np.isfinite(value))
+    assert set(evaluation["models"]) == {"model_a", "model_b"}
+    assert evaluation["system_uri"] == system_uri
+    recorded = storage.read_json(storage.join(spec.run_uri(), EVALUATION_FILE))
+    assert json.loads(json.dumps(evaluation)) == recorded
+    assert evaluate.evaluate_run(spec) == recorded  # a second call returns the same record
+    summary = evaluate.summary(spec, recorded)
+    assert "logistic fusion" in summary and system_uri in summary and recorded["mlflow_run_id"] in summary
+    assert evaluate.evaluate_run(spec.for_branch("model_a")) == recorded  # from a branch's spec too
