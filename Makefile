@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-sv demo-cluster bench bench-strategies bench-kws bench-kws-generalisation bench-sv clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-sv demo-cluster bench bench-strategies bench-kws bench-kws-generalisation bench-sv bench-sv-scaling clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -74,6 +74,10 @@ bench-kws-generalisation: setup-training  ## keyword spotting on held-out voice 
 
 bench-sv: setup-training  ## speaker verification: embedding models A and B, their fusion, transfer from a keyword spotter (~25 min)
 	$(TRAINING_BIN)/python bench/speaker_verification.py
+
+bench-sv-scaling: setup-training  ## speaker models A and B: Horovod 1x1, 1x2, Keras 2 threads and the ceiling side by side (~35 min)
+	$(TRAINING_BIN)/python bench/scaling.py --workload speaker_verification --embedding-model model_a
+	$(TRAINING_BIN)/python bench/scaling.py --workload speaker_verification --embedding-model model_b
 
 bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elephas and the ceiling side by side (~35 min)
 	$(TRAINING_BIN)/python bench/strategies.py

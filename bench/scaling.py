@@ -1,5 +1,8 @@
 """Training scaling on this machine, measured side by side in one run on the same data: full MNIST with k=1 elastic
-copy, or (--workload kws_densenet_bilstm) the synthetic Speech Commands corpus of `make demo-kws`.
+copy, or (--workload kws_densenet_bilstm) the synthetic Speech Commands corpus of `make demo-kws`, or
+(--workload speaker_verification --embedding-model model_a|model_b) one speaker-embedding model of `make demo-sv`
+as the speaker classifier it is trained as (the target is speaker accuracy on held-out clips of the training
+speakers, not an EER).
 
 Contenders, all with the same model, batch size per process and evaluation schedule:
   horovod 1x1        Horovod on Spark, 1 worker × 1 thread (the speedup baseline)
@@ -65,6 +68,9 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
     epochs: list[dict[str, float]] = []
 
     class Recorder(tf.keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+            workload.start_epoch(epoch)  # as every strategy does (the speaker models' margin ramp)
+
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             seconds = float(logs["epoch_seconds"])
             epochs.append({"epoch": epoch + 1, "val_accuracy": float(logs["val_accuracy"]), "epoch_seconds": seconds,
@@ -100,12 +106,12 @@ def prepare(spec, spark) -> None:
     """The workload's own data steps (ingest, augment or features) as the pipeline runs them, then 1 and 2 shards."""
     import importlib
 
-    from training.contract import AUGMENT, FEATURES, INGEST, SPARK_STEPS, job_module
+    from training.contract import AUGMENT, FEATURES, INGEST, SPARK_STEPS
     from training.jobs.shard import shard_dataset
 
     for step in spec.definition.steps:
         if step in (INGEST, AUGMENT, FEATURES):
-            run_step = importlib.import_module(job_module(step)).run_step
+            run_step = importlib.import_module(spec.definition.job_module(step)).run_step
             run_step(spec, master="local[2]") if step in SPARK_STEPS else run_step(spec)
     for workers in (1, 2):
         shards = spec.with_changes(workers_per_node=workers).shards_uri()
@@ -151,6 +157,8 @@ def main() -> None:
 
     parser.add_argument("--workload", default="mnist_elastic_cnn", choices=workloads.names(),
                         help="what to train (default mnist_elastic_cnn; kws_densenet_bilstm skips the knob sweep)")
+    parser.add_argument("--embedding-model", default="model_a", choices=("model_a", "model_b"),
+                        help="speaker_verification only: which embedding model (default model_a)")
     parser.add_argument("--epochs", type=int, default=None, help="epochs for the time-to-target runs (MNIST 6, KWS 12)")
     parser.add_argument("--batch", type=int, default=None, help="batch size per process (MNIST 128, KWS 64)")
     parser.add_argument("--target", type=float, default=None, help="target test accuracy (MNIST 0.99, KWS 0.9)")
@@ -183,6 +191,8 @@ def main() -> None:
                                  "batch_size_per_worker": args.batch, "target_accuracy": args.target,
                                  "threads_per_worker": 1, "data_root": str(BENCH_ROOT / "data"),
                                  **({"train_limit": args.train_limit} if args.train_limit else {})})
+    if base.definition.branches:  # speaker verification: one embedding model with its own features
+        base = base.for_branch(args.embedding_model)
     spark = spark_session("cloudburst-bench-scaling", "local[2]")
     prepare(base, spark)
     started = time.perf_counter()
@@ -190,7 +200,8 @@ def main() -> None:
     from training import storage
 
     train_rows = storage.require_manifest(base.augmented_uri())["splits"]["train"]["rows"]
-    print(f"measuring {args.workload}: batch {args.batch} per process, {args.epochs} epochs over {train_rows:,} "
+    what = f"{args.workload} {base.branch}".strip()
+    print(f"measuring {what}: batch {args.batch} per process, {args.epochs} epochs over {train_rows:,} "
           f"examples, target {args.target:.1%}", flush=True)
     results["ceiling (2 × 1 thread)"] = ceiling(base.with_changes(workers_per_node=2, epochs=2).to_mapping())
     results["horovod 1x1"] = horovod(base.with_changes(workers_per_node=1), spark, "bench-1x1")

@@ -299,3 +299,90 @@ def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_on
     summary = evaluate.summary(spec, recorded)
     assert "logistic fusion" in summary and system_uri in summary and recorded["mlflow_run_id"] in summary
     assert evaluate.evaluate_run(spec.for_branch("model_a")) == recorded  # from a branch's spec too
+
+
+# --- Transfer from a keyword spotter ------------------------------------------------------------------------------
+
+
+def test_transfer_from_refuses_what_is_not_a_keyword_spotter_trained_on_sv_train_only(corpus, tmp_path):
+    """Each a one-line RunSpecError before any training: a run directory that is no run, a run of another workload,
+    an unknown MLflow run id, a keyword spotter on other features, one that heard sv_eval speakers."""
+    from training.contract import RESULT_FILE, RUN_SPEC_FILE
+    from training.jobs.train import training_stages
+    from training.workloads.speaker_verification import trainable
+
+    root = tmp_path / "root"
+    spec = RunSpec(workload="speaker_verification", data_source=str(corpus), data_root=str(root), epochs=3,
+                   tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    trainable.ingest(spec)
+
+    def stages_with(reference: str) -> list[RunSpec]:
+        return training_stages(spec.with_changes(transfer_from=reference).for_branch("model_a").validate())
+
+    with pytest.raises(RunSpecError, match="not a Cloudburst run directory"):
+        stages_with(str(tmp_path / "nowhere"))
+    with pytest.raises(RunSpecError, match="no such MLflow run"):
+        stages_with("0" * 32)
+    # A keyword spotter ingested from the same corpus by its own split rule: its training speakers include sv_eval's.
+    spotter = RunSpec(workload="kws_densenet_bilstm", data_source=str(corpus), data_root=str(root), kws_task=35,
+                      run_name="spotter")
+    speech_ingest.ingest(str(corpus), spotter.raw_uri(), task=35)
+    for candidate, message in ((spotter.with_changes(features="mfcc"), "mismatched feature kinds"),
+                               (spotter, "outside sv_train .* in sv_eval")):
+        storage.write_json(storage.join(candidate.run_uri(), RUN_SPEC_FILE), candidate.to_mapping())
+        storage.write_json(storage.join(candidate.run_uri(), RESULT_FILE),
+                           {"mlflow_run_id": "x", "result": {"model_uri": "nowhere"}})
+        with pytest.raises(RunSpecError, match=message):
+            stages_with(candidate.run_uri())
+    other = spec.for_branch("model_b").with_changes(run_name="other")
+    storage.write_json(storage.join(other.run_uri(), RUN_SPEC_FILE), other.to_mapping())
+    with pytest.raises(RunSpecError, match="a speaker_verification run, not a keyword spotter"):
+        stages_with(other.run_uri())
+    # Model B checks the reference too (whichever branch trains first refuses it), and trains in one stage.
+    with pytest.raises(RunSpecError, match="outside sv_train"):
+        training_stages(spec.with_changes(transfer_from=spotter.run_uri()).for_branch("model_b"))
+    assert training_stages(spec.for_branch("model_b")) == [spec.for_branch("model_b")]
+
+
+@pytest.mark.spark
+def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_fine_tunes_the_upper_units(
+        spark, corpus, tmp_path):
+    from training.jobs.features import features_dataset
+    from training.jobs.shard import shard_dataset
+    from training.jobs.train import train_run, training_stages
+    from training.models.speaker_embedding import trunk_units
+    from training.strategies.checkpoints import load_model
+    from training.workloads.speaker_verification import trainable
+
+    spec = RunSpec(workload="speaker_verification", strategy="averaging", nodes=1, workers_per_node=2, epochs=2,
+                   batch_size_per_worker=8, rounds_per_epoch=1, evaluations_per_epoch=1, transfer_from="auto",
+                   transfer_head_epochs=1, transfer_spotter_epochs=1, run_name="sv-transfer",
+                   data_source=str(corpus), data_root=str(tmp_path / "root"),
+                   tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    trainable.ingest(spec)
+    branch = spec.for_branch("model_a")
+    features_dataset(spark, branch.raw_uri(), branch.augmented_uri(), branch.features, copies=0, seed=0)
+    shard_dataset(spark, branch.augmented_uri(), branch.shards_uri(), branch.total_workers, seed=0)
+    stages = training_stages(branch)  # no keyword-spotting run in this store: one is trained first
+    assert [(stage.transfer_stage, stage.epochs) for stage in stages] == [("spotter", 1), ("head", 1),
+                                                                          ("fine_tune", 1)]
+    assert stages[2].learning_rate == pytest.approx(branch.learning_rate / 4)
+    models = {}
+    for stage in stages:
+        record = train_run(spark, stage)
+        models[stage.transfer_stage] = load_model(record["result"]["model_uri"])
+    assert models["spotter"].output_shape[-1] == len(WORDS)  # a keyword spotter: the words are its classes
+
+    def weights(model, names):
+        return [weight for name in names for weight in model.get_layer(name).get_weights()]
+
+    units = trunk_units(models["head"])  # top first: bilstm, to_sequence, block3, … stem
+    trunk = [name for names in units.values() for name in names]
+    lower = [name for names in list(units.values())[3:] for name in names]
+    upper = [name for names in list(units.values())[:3] for name in names]
+    for mine, theirs in zip(weights(models["head"], trunk), weights(models["spotter"], trunk), strict=True):
+        np.testing.assert_array_equal(mine, theirs)  # transferred, and frozen while the head learned
+    for mine, theirs in zip(weights(models["fine_tune"], lower), weights(models["head"], lower), strict=True):
+        np.testing.assert_array_equal(mine, theirs)  # still frozen
+    assert any(not np.array_equal(mine, theirs) for mine, theirs in
+               zip(weights(models["fine_tune"], upper), weights(models["head"], upper), strict=True))

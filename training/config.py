@@ -125,8 +125,9 @@ class _RunSpecMethods:
         """Where the run keeps checkpoints, the final model and its result; stable across task retries. A branch
         of a workload with branches keeps its own below the run's: ``…/<run name>/<branch>``."""
         base = f"{self.resolved_data_root()}/runs/{self.workload}/{self.run_name}"
-        branch = self.branch
-        return f"{base}/{branch}" if branch else base
+        definition = self.definition
+        parts = definition.run_path_settings or ((definition.branch_setting,) if definition.branch_setting else ())
+        return "/".join([base, *(getattr(self, name) for name in parts if getattr(self, name))])
 
     @property
     def branch(self) -> str:
@@ -149,8 +150,8 @@ class _RunSpecMethods:
             return self
         defaults = workload_defaults(self.workload)
         branch_settings = {name for overrides in definition.branches.values() for name in overrides}
-        return self.with_changes(**{definition.branch_setting: "",
-                                    **{name: defaults[name] for name in branch_settings}})
+        changes = {name: defaults[name] for name in (*definition.run_path_settings, *branch_settings)}
+        return self.with_changes(**{**changes, definition.branch_setting: ""})
 
     def step_output(self, step: str) -> str:
         """Where a pipeline step publishes, for data-aware scheduling and the step's return value."""

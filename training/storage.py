@@ -302,8 +302,9 @@ def _replace(where: Location, staging: Location) -> None:
         _remove(where, retired)
 
 
-def read_split_table(dataset: str, kind: str, split: str) -> Any:
-    """All Parquet files of one split of a complete dataset as one pyarrow Table (files in name order)."""
+def read_split_table(dataset: str, kind: str, split: str, columns: list[str] | None = None) -> Any:
+    """All Parquet files of one split of a complete dataset as one pyarrow Table (files in name order); only
+    ``columns`` when given."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -314,7 +315,7 @@ def read_split_table(dataset: str, kind: str, split: str) -> Any:
     tables = []
     for name in sorted(name for name in manifest["files"] if name.startswith(f"{split}/")):
         with where.fs.open(f"{where.path}/{name}", "rb") as handle:
-            tables.append(pq.read_table(handle))
+            tables.append(pq.read_table(handle, columns=columns))
     return pa.concat_tables(tables)
 
 

@@ -615,6 +615,12 @@ def read_clips(dataset: str, split: str) -> tuple[np.ndarray, pa.Table]:
     return audio.astype(np.int16), table.drop(["audio"])
 
 
+def split_speakers(dataset: str, split: str) -> set[str]:
+    """The speakers of one split's clips (the speaker column only: no audio is read)."""
+    table = storage.read_split_table(dataset, DATASET_KIND, split, columns=["speaker"])
+    return set(table.column("speaker").to_pylist()) - {layout.SILENCE}
+
+
 def read_noises(dataset: str) -> list[np.ndarray]:
     """The background noise recordings (int16), for augmentation."""
     where = storage.resolve(dataset)

@@ -127,10 +127,30 @@ def train_and_stop(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
         spark.stop()
 
 
+def training_stages(spec: RunSpec) -> list[RunSpec]:
+    """The runs the train step trains, in order (the workload's stages, e.g. transfer learning), else the run."""
+    from training.workloads import load_function
+
+    if not spec.definition.training_stages:
+        return [spec]
+    return load_function(spec.definition.training_stages)(spec)
+
+
 def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
-    """The pipeline step (``overwrite`` does not apply: a run directory is resumed, never replaced)."""
+    """The pipeline step (``overwrite`` does not apply: a run directory is resumed, never replaced). A run of
+    several stages trains each as a run of its own; the last one's record becomes the run's."""
     check_inputs(spec)  # fail before the JVM starts
-    train_and_stop(spec, master)
+    stages = training_stages(spec)  # refuses settings it cannot train before any training
+    if stages == [spec]:
+        train_and_stop(spec, master)
+        return spec.run_uri()
+    if (claim_run_directory(spec) or {}).get("mlflow_run_id"):
+        log.info("run %s already trained in %d stages: nothing to do", spec.run_name, len(stages))
+        return spec.run_uri()
+    for number, stage in enumerate(stages, 1):
+        log.info("stage %d of %d: %s", number, len(stages), stage.run_uri())
+        record = train_and_stop(stage, master)
+    storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), {**record, "stages": [s.run_uri() for s in stages]})
     return spec.run_uri()
 
 

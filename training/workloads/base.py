@@ -48,6 +48,13 @@ class WorkloadDefinition:
     branch_setting: str = ""
     branches: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     branch_steps: tuple[str, ...] = ()
+    # Settings whose non-empty values name subdirectories of the run directory, in order (default: the branch).
+    run_path_settings: tuple[str, ...] = ()
+    # "module:function(spec) -> list[RunSpec]": the train step's runs in order, each trained like any run (its own
+    # directory, checkpoints and MLflow run), the last one's result becoming the run's; it raises RunSpecError for
+    # settings it cannot train, before any training starts. Empty: the run itself, once (speaker verification:
+    # keyword spotter → head with the transferred trunk frozen → fine-tuning).
+    training_stages: str = ""
 
     def job_module(self, step: str) -> str:
         """The module that runs ``step`` for this workload (``python -m`` or spark-submit's file)."""

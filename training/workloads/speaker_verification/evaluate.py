@@ -19,7 +19,7 @@ import numpy as np
 from training import storage, tracking
 from training.config import RunSpec
 from training.contract import EVALUATION_FILE
-from training.workloads.speaker_verification import ENROLLMENT_CHOICES, MODEL_FEATURES, MODEL_TITLES
+from training.workloads.speaker_verification import ENROLLMENT_CHOICES, MODEL_A, MODEL_FEATURES, MODEL_TITLES
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,8 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
         record = branch_record(whole, model)
         branch_metrics = mlflow_client.get_run(record["mlflow_run_id"]).data.metrics
         tags[f"{model}_run_id"] = record["mlflow_run_id"]
+        if record.get("stages"):  # model A transferred from a keyword spotter: one run per stage
+            tags[f"{model}_stages"] = " → ".join(stage.rsplit("/", 1)[-1] for stage in record["stages"])
         models[model] = {"mlflow_run_id": record["mlflow_run_id"], "features": MODEL_FEATURES[model],
                          **{name: branch_metrics[name] for name in
                             ("model_parameters", "test_accuracy", "wall_seconds", "speedup", "samples_per_second_mean",
@@ -106,7 +108,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     run_id = tracking.log_system_run(whole, f"system-{whole.strategy}-{whole.config}-{whole.run_name}", metrics,
                                      tags, artifacts)
     evaluation = {"mlflow_run_id": run_id, "metrics": metrics, "models": models, "system_uri": system["uri"],
-                  "counts": report.counts}
+                  "counts": report.counts, "tags": tags}
     storage.write_json(storage.join(whole.run_uri(), EVALUATION_FILE), evaluation)
     return evaluation
 
@@ -164,6 +166,10 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
         lines.append(f"  {model}: {int(facts.get('model_parameters', 0)):,} parameters, speaker accuracy "
                      f"{100 * facts.get('test_accuracy', math.nan):.1f} % on held-out clips, training "
                      f"{facts.get('wall_seconds', math.nan):.0f} s, {speed} (MLflow run {facts['mlflow_run_id']})")
+    stages = evaluation.get("tags", {}).get(f"{MODEL_A}_stages")
+    how = f"trained in stages {stages} from {spec.transfer_from}" if stages else \
+        "from scratch (transfer_from is empty)"
+    lines.append(f"transfer          model A {how}")
     lines.append(f"system            {evaluation['system_uri']} (cloudburst verify --system …)")
     lines.append(f"MLflow run        {evaluation['mlflow_run_id']} in experiment {spec.workload} "
                  f"({spec.resolved_tracking_uri()})")

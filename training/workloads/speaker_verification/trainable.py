@@ -13,7 +13,7 @@ from training.workloads.base import Trainable
 from training.workloads.kws_densenet_bilstm import SYNTHETIC_SOURCE, held_out_families
 from training.workloads.kws_densenet_bilstm.trainable import load_shard, load_split, synthetic_corpus_dir
 from training.workloads.mnist_elastic_cnn.trainable import adam
-from training.workloads.speaker_verification import MODEL_A, MODEL_B
+from training.workloads.speaker_verification import MODEL_A, MODEL_B, SPOTTER
 
 if TYPE_CHECKING:
     from training.config import RunSpec
@@ -54,13 +54,20 @@ def trainable(spec: RunSpec) -> Trainable:
     if "training_classes" not in clips:
         raise RunSpecError(f"{spec.raw_uri()}: not a speaker-labelled clips dataset (no training_classes); ingest "
                            f"it with the {spec.workload} workload")
+    if spec.transfer_stage == SPOTTER:
+        return spotter_trainable(spec)
+    from training.workloads.speaker_verification.transfer import margin_epoch_offset, stage_model
+
     speakers = int(clips["training_classes"])
     loss_holder: dict[str, Any] = {}
+    margin_offset = margin_epoch_offset(spec)
 
     def build_model() -> Any:
         from training.audio.features import feature_shape
         from training.models.speaker_embedding import densenet_bilstm_embedder, tdnn_embedder
 
+        if spec.transfer_stage:
+            return stage_model(spec, speakers)
         build = densenet_bilstm_embedder if spec.embedding_model == MODEL_A else tdnn_embedder
         return build(feature_shape(spec.features), num_speakers=speakers)
 
@@ -74,8 +81,37 @@ def trainable(spec: RunSpec) -> Trainable:
     def begin_epoch(epoch: int) -> None:
         from training.models.angular_margin import ramped_margin
 
-        make_loss().set_margin(ramped_margin(epoch, ramp_epochs=MARGIN_RAMP_EPOCHS))
+        make_loss().set_margin(ramped_margin(epoch + margin_offset, ramp_epochs=MARGIN_RAMP_EPOCHS))
 
     return Trainable(name=spec.workload, num_classes=speakers, build_model=build_model, make_optimizer=adam,
                      load_shard=load_shard, load_split=load_split,
                      class_names=tuple(clips["class_names"][:speakers]), loss=make_loss, begin_epoch=begin_epoch)
+
+
+def spotter_trainable(spec: RunSpec) -> Trainable:
+    """A keyword spotter (the DenseNet-BiLSTM of kws_densenet_bilstm) on the same shards, each clip labelled by its
+    word instead of its speaker: the first stage of model A's transfer, trained on sv_train speakers only."""
+    import numpy as np
+
+    from training import sharding
+    from training.datasets import image_records
+    from training.datasets.speaker_clips import read_clip_table
+
+    clips, _ = read_clip_table(spec.raw_uri())
+    words = sorted(set(clips.word.tolist()))
+    word_of_clip = np.array([words.index(word) for word in clips.word], np.int32)
+
+    def by_word(batch: image_records.ImageBatch) -> tuple[np.ndarray, np.ndarray]:
+        return batch.images, word_of_clip[batch.index]
+
+    def build_model() -> Any:
+        from training.audio.features import feature_shape
+        from training.models.densenet_bilstm import densenet_bilstm
+
+        return densenet_bilstm(feature_shape(spec.features), len(words))
+
+    return Trainable(name=spec.workload, num_classes=len(words), build_model=build_model, make_optimizer=adam,
+                     load_shard=lambda shards, rank, workers: by_word(sharding.read_worker_images(shards, rank,
+                                                                                                  workers)),
+                     load_split=lambda dataset, split: by_word(image_records.read_split(dataset, split)),
+                     class_names=tuple(words))

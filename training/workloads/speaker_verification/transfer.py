@@ -1,0 +1,173 @@
+"""Transfer learning for model A: its DenseNet-BiLSTM trunk starts from a trained keyword spotter's.
+
+The train step of model A with ``transfer_from`` set trains in stages, each a run of its own (checkpoints, MLflow
+run) below the model's run directory, through the run's strategy:
+
+1. ``spotter`` — only when ``transfer_from`` is 'auto' and no keyword-spotting run fits: a keyword spotter trained on
+   the same shards, the sv_train speakers' clips, with their words as labels (so it has heard no other speaker);
+2. ``head`` — model A with the spotter's trunk copied by layer name and frozen: only the head learns;
+3. ``fine_tune`` — from the head stage's model, the upper three trunk units (BiLSTM, to-sequence, block 3) learn
+   too, at a quarter of the learning rate; the margin ramp goes on where the head stage left it.
+
+A keyword spotter fits when it is a finished kws_densenet_bilstm run on log-mel features whose training speakers
+are all sv_train speakers of this run's corpus: one that heard an sv_dev or sv_eval speaker would flatter the
+figures. Anything else is refused in one line before any training starts.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from training import storage
+from training.contract import RESULT_FILE, RUN_SPEC_FILE
+from training.settings import RunSpecError
+from training.workloads.speaker_verification import FINE_TUNE, HEAD, MODEL_A, MODEL_FEATURES, SPOTTER
+
+if TYPE_CHECKING:
+    from training.config import RunSpec
+
+log = logging.getLogger(__name__)
+
+KEYWORD_SPOTTING = "kws_densenet_bilstm"
+FINE_TUNED_UNITS = 3  # bilstm, to_sequence, block3 (speaker_embedding.trunk_units, top first)
+FINE_TUNE_RATE_FACTOR = 0.25
+AUTO_CANDIDATES = 50  # newest keyword-spotting runs 'auto' looks at
+
+
+def training_stages(spec: RunSpec) -> list[RunSpec]:
+    """The runs the train step trains for ``spec``, in order: the run itself, or model A's transfer stages."""
+    if spec.embedding_model != MODEL_A or not spec.transfer_from or spec.transfer_stage:
+        if spec.transfer_from and not spec.transfer_stage:
+            resolve_spotter(spec)  # model B checks it too: whichever branch trains first refuses a bad one
+        return [spec]
+    stages = []
+    spotter_run = resolve_spotter(spec)
+    if spotter_run is None:
+        spotter = spec.with_changes(transfer_stage=SPOTTER, epochs=spec.transfer_spotter_epochs)
+        stages.append(spotter)
+        spotter_run = spotter.run_uri()
+        log.info("transfer_from=auto: no finished keyword spotter on log-mel trained only on sv_train speakers; "
+                 "training one first (%d epochs)", spec.transfer_spotter_epochs)
+    else:
+        log.info("model A starts from the keyword spotter at %s", spotter_run)
+    stages.append(spec.with_changes(transfer_stage=HEAD, epochs=spec.transfer_head_epochs, transfer_from=spotter_run))
+    stages.append(spec.with_changes(transfer_stage=FINE_TUNE, epochs=spec.epochs - spec.transfer_head_epochs,
+                                    learning_rate=spec.learning_rate * FINE_TUNE_RATE_FACTOR,
+                                    transfer_from=spotter_run))
+    return stages
+
+
+def resolve_spotter(spec: RunSpec) -> str | None:
+    """The run directory of the keyword spotter ``transfer_from`` names (checked), or None for 'auto' when no run
+    fits."""
+    reference = spec.transfer_from
+    if reference == "auto":
+        for candidate in _finished_keyword_spotting_runs(spec):
+            try:
+                return check_spotter(spec, candidate, reference)
+            except RunSpecError as why:
+                log.info("transfer_from=auto: not %s: %s", candidate.run_uri(), why)
+        return None
+    if len(reference) == 32 and all(character in "0123456789abcdef" for character in reference):
+        return check_spotter(spec, _spec_of_mlflow_run(spec, reference), reference)
+    recorded = storage.read_json(storage.join(storage.to_uri(reference), RUN_SPEC_FILE))
+    if recorded is None:
+        raise RunSpecError(f"transfer_from={reference!r}: no {RUN_SPEC_FILE} there: not a Cloudburst run directory")
+    return check_spotter(spec, _spec_from(recorded, reference), reference)
+
+
+def check_spotter(spec: RunSpec, spotter: RunSpec, reference: str) -> str:
+    """Refuse a run that is no finished log-mel keyword spotter or that heard speakers outside sv_train; returns
+    its run directory."""
+    from training.datasets import speech_ingest
+
+    if spotter.workload != KEYWORD_SPOTTING:
+        raise RunSpecError(f"transfer_from={reference!r}: a {spotter.workload} run, not a keyword spotter "
+                           f"({KEYWORD_SPOTTING})")
+    if spotter.features != MODEL_FEATURES[MODEL_A]:
+        raise RunSpecError(f"transfer_from={reference!r}: the keyword spotter read {spotter.features} features, model "
+                           f"A reads {MODEL_FEATURES[MODEL_A]}: mismatched feature kinds")
+    record = storage.read_json(storage.join(spotter.run_uri(), RESULT_FILE))
+    if record is None or not record.get("mlflow_run_id"):
+        raise RunSpecError(f"transfer_from={reference!r}: {spotter.run_uri()} holds no finished training")
+    sets = storage.require_manifest(spec.raw_uri()).get("speaker_sets") or {}
+    heard = speech_ingest.split_speakers(spotter.raw_uri(), "train")
+    outside = sorted(speaker for speaker in heard if sets.get(speaker) != "sv_train")
+    if outside:
+        in_eval = [speaker for speaker in outside if sets.get(speaker) == "sv_eval"]
+        raise RunSpecError(f"transfer_from={reference!r}: the keyword spotter was trained on {len(outside)} speakers "
+                           f"outside sv_train ({len(in_eval)} of them in sv_eval, e.g. {(in_eval or outside)[0]}): "
+                           "its trunk has heard speakers it would be evaluated on; use 'auto' to train one on "
+                           "sv_train only")
+    return spotter.run_uri()
+
+
+def _spec_from(values: dict[str, Any], reference: str) -> RunSpec:
+    from training.config import SETTINGS, RunSpec
+
+    try:
+        return RunSpec.from_mapping({name: value for name, value in values.items() if name in SETTINGS})
+    except RunSpecError as error:
+        raise RunSpecError(f"transfer_from={reference!r}: its run settings do not read back ({error})") from None
+
+
+def _spec_of_mlflow_run(spec: RunSpec, run_id: str) -> RunSpec:
+    from training import tracking
+
+    try:
+        run = tracking.client(spec.resolved_tracking_uri()).get_run(run_id)
+    except Exception as error:  # MLflow raises its own exception types for an unknown id
+        raise RunSpecError(f"transfer_from={run_id!r}: no such MLflow run in {spec.resolved_tracking_uri()} "
+                           f"({str(error).splitlines()[0][:120]})") from None
+    return _spec_from(dict(run.data.params), run_id)
+
+
+def _finished_keyword_spotting_runs(spec: RunSpec) -> list[RunSpec]:
+    """The newest finished keyword-spotting runs of this MLflow store, newest first."""
+    from training import tracking
+
+    mlflow_client = tracking.client(spec.resolved_tracking_uri())
+    experiment = mlflow_client.get_experiment_by_name(KEYWORD_SPOTTING)
+    if experiment is None:
+        return []
+    runs = mlflow_client.search_runs([experiment.experiment_id], "attributes.status = 'FINISHED'",
+                                     order_by=["attributes.start_time DESC"], max_results=AUTO_CANDIDATES)
+    specs = []
+    for run in runs:
+        try:
+            specs.append(_spec_from(dict(run.data.params), run.info.run_id))
+        except RunSpecError as why:
+            log.info("transfer_from=auto: skipping MLflow run %s: %s", run.info.run_id, why)
+    return specs
+
+
+def stage_model(spec: RunSpec, num_speakers: int) -> Any:
+    """Model A for a transfer stage: the spotter's trunk, frozen (head), or the head stage's model with its upper
+    units unfrozen (fine_tune). Compile after (Keras reads ``trainable`` then)."""
+    import training.models.speaker_embedding as speaker_embedding
+    from training.audio.features import feature_shape
+    from training.strategies.checkpoints import load_model
+
+    model = speaker_embedding.densenet_bilstm_embedder(feature_shape(spec.features), num_speakers=num_speakers)
+    if spec.transfer_stage == HEAD:
+        spotter = load_model(_model_uri(spec.transfer_from))
+        speaker_embedding.transfer_trunk(spotter, model)
+        speaker_embedding.freeze_trunk(model, trainable_blocks=0)
+    elif spec.transfer_stage == FINE_TUNE:
+        head_run = spec.with_changes(transfer_stage=HEAD).run_uri()
+        model.set_weights(load_model(_model_uri(head_run)).get_weights())
+        speaker_embedding.freeze_trunk(model, trainable_blocks=FINE_TUNED_UNITS)
+    return model
+
+
+def margin_epoch_offset(spec: RunSpec) -> int:
+    """Fine-tuning continues the margin ramp where the head stage left it."""
+    return spec.transfer_head_epochs if spec.transfer_stage == FINE_TUNE else 0
+
+
+def _model_uri(run_uri: str) -> str:
+    record = storage.read_json(storage.join(run_uri, RESULT_FILE))
+    if record is None:
+        raise RunSpecError(f"{run_uri}: no finished training to start from")
+    return record["result"]["model_uri"]
