@@ -386,3 +386,27 @@ def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_f
         np.testing.assert_array_equal(mine, theirs)  # still frozen
     assert any(not np.array_equal(mine, theirs) for mine, theirs in
                zip(weights(models["fine_tune"], upper), weights(models["head"], upper), strict=True))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("strategy", ["downpour", "horovod"])
+def test_a_speaker_model_trains_under_the_other_strategies_too(spark, corpus, tmp_path, strategy):
+    """Averaging trains both models above; Downpour (the margin in the workers' own step function) and Horovod
+    (the margin in a Keras callback) train model B with its angular-margin loss as well."""
+    from training.jobs.features import features_dataset
+    from training.jobs.shard import shard_dataset
+    from training.jobs.train import train_run
+    from training.workloads.speaker_verification import trainable
+
+    spec = RunSpec(workload="speaker_verification", strategy=strategy, nodes=1, workers_per_node=2, epochs=2,
+                   batch_size_per_worker=8, evaluations_per_epoch=1, n_push=2, n_fetch=2, run_name=f"sv-{strategy}",
+                   data_source=str(corpus), data_root=str(tmp_path / "root"),
+                   tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    trainable.ingest(spec)
+    branch = spec.for_branch("model_b")
+    features_dataset(spark, branch.raw_uri(), branch.augmented_uri(), branch.features, copies=0, seed=0)
+    shard_dataset(spark, branch.augmented_uri(), branch.shards_uri(), branch.total_workers, seed=0)
+    record = train_run(spark, branch)
+    epochs = record["result"]["epochs"]
+    assert len(epochs) == 2 and all(np.isfinite(row["train_loss"]) for row in epochs)
+    assert record["mlflow_run_id"] and record["result"]["total_workers"] == 2

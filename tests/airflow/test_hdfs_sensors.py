@@ -232,20 +232,28 @@ def test_every_workload_dag_waits_for_its_raw_data_first_and_checks_its_shards_r
     from training.contract import TRAIN
 
     for dag in every_workload_dag:
-        steps = list(workloads.definition(dag.dag_id).steps)
-        before_train = steps[steps.index(TRAIN) - 1]
+        definition = workloads.definition(dag.dag_id)
+        steps = list(definition.steps)
         assert dag.get_task("validate_run").downstream_task_ids == {"wait_for_raw_data"}, dag.dag_id
         assert dag.get_task("wait_for_raw_data").upstream_task_ids == {"validate_run"}, dag.dag_id
         assert dag.get_task("wait_for_raw_data").downstream_task_ids == {steps[0]}, dag.dag_id
-        assert dag.get_task(before_train).downstream_task_ids == {"check_shards"}, dag.dag_id
-        assert dag.get_task("check_shards").downstream_task_ids == {TRAIN}, dag.dag_id
-        assert dag.get_task(TRAIN).upstream_task_ids == {"check_shards"}, dag.dag_id
+        # A workload that trains in branches (speaker verification) checks each branch's shards before its train.
+        branched = TRAIN in definition.branch_steps
+        prefixes = [f"{branch}." for branch in definition.branches] if branched else [""]
+        chain = [step for step in steps if step in definition.branch_steps] if branched else steps
+        before_train = chain[chain.index(TRAIN) - 1]
+        for prefix in prefixes:
+            assert dag.get_task(prefix + before_train).downstream_task_ids == {prefix + "check_shards"}, dag.dag_id
+            assert dag.get_task(prefix + "check_shards").downstream_task_ids == {prefix + TRAIN}, dag.dag_id
+            assert dag.get_task(prefix + TRAIN).upstream_task_ids == {prefix + "check_shards"}, dag.dag_id
 
-        wait, check = dag.get_task("wait_for_raw_data"), dag.get_task("check_shards")
-        # By name: dag.test() (above) re-imports the plugins' modules, after which isinstance() no longer holds.
-        assert (type(wait).__name__, type(check).__name__) == ("LandingZoneSensor", "ManifestSensor"), dag.dag_id
-        assert (wait.mode, wait.poke_interval, wait.timeout) == (
-            "reschedule", 30, datetime.timedelta(hours=6).total_seconds()), dag.dag_id
-        assert (check.mode, check.poke_interval, check.timeout) == ("poke", 10, 600), dag.dag_id
-        assert wait.webhdfs_conn_id == check.webhdfs_conn_id == "webhdfs_default"
-        assert wait.workload == check.workload == dag.dag_id
+            wait, check = dag.get_task("wait_for_raw_data"), dag.get_task(prefix + "check_shards")
+            # By name: dag.test() (above) re-imports the plugins' modules, after which isinstance() no longer holds.
+            assert (type(wait).__name__, type(check).__name__) == ("LandingZoneSensor", "ManifestSensor"), \
+                dag.dag_id
+            assert (wait.mode, wait.poke_interval, wait.timeout) == (
+                "reschedule", 30, datetime.timedelta(hours=6).total_seconds()), dag.dag_id
+            assert (check.mode, check.poke_interval, check.timeout) == ("poke", 10, 600), dag.dag_id
+            assert wait.webhdfs_conn_id == check.webhdfs_conn_id == "webhdfs_default"
+            assert wait.workload == check.workload == dag.dag_id
+            assert check.branch == prefix.rstrip(".")
