@@ -34,18 +34,24 @@ def synthetic_corpus_dir(data_root: str, speakers: int, seed: int) -> Path:
     return default
 
 
+def corpus_source(spec: RunSpec) -> str:
+    """The run's data source, with 'synthetic' synthesised (once; deterministic) and replaced by its directory."""
+    source = spec.resolved_data_source()
+    if source != SYNTHETIC_SOURCE:
+        return source
+    from training.datasets.speech_synthesis import synthesize_corpus
+
+    corpus = synthetic_corpus_dir(spec.resolved_data_root(), spec.speakers, spec.seed)
+    report = synthesize_corpus(corpus, speakers=spec.speakers, repetitions=SYNTHETIC_REPETITIONS, seed=spec.seed)
+    log.info("synthetic corpus %s: %d utterances of %d speakers", corpus, report["utterances"], report["speakers"])
+    return str(corpus)
+
+
 def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
     """Synthesise the corpus when the source is 'synthetic', then check, split and label it into Parquet clips."""
     from training.datasets import speech_ingest
 
-    source = spec.resolved_data_source()
-    if source == SYNTHETIC_SOURCE:
-        from training.datasets.speech_synthesis import synthesize_corpus
-
-        corpus = synthetic_corpus_dir(spec.resolved_data_root(), spec.speakers, spec.seed)
-        report = synthesize_corpus(corpus, speakers=spec.speakers, repetitions=SYNTHETIC_REPETITIONS, seed=spec.seed)
-        log.info("synthetic corpus %s: %d utterances of %d speakers", corpus, report["utterances"], report["speakers"])
-        source = str(corpus)
+    source = corpus_source(spec)
     mebibyte = 1024 * 1024
     return speech_ingest.ingest(source, spec.raw_uri(), spec.kws_task, spec.resample, spec.seed, spec.data_sha256,
                                 overwrite, held_out_families(spec),

@@ -10,8 +10,8 @@ from training import storage
 from training.datasets import speech_commands as layout
 from training.settings import RunSpecError
 from training.workloads.base import Trainable
-from training.workloads.kws_densenet_bilstm import SYNTHETIC_SOURCE, held_out_families
-from training.workloads.kws_densenet_bilstm.trainable import load_shard, load_split, synthetic_corpus_dir
+from training.workloads.kws_densenet_bilstm import held_out_families
+from training.workloads.kws_densenet_bilstm.trainable import corpus_source, load_shard, load_split
 from training.workloads.mnist_elastic_cnn.trainable import adam
 from training.workloads.speaker_verification import MODEL_A, MODEL_B, SPOTTER
 
@@ -29,15 +29,7 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
     and trial lists and publish them (training.datasets.speaker_clips)."""
     from training.datasets import speaker_clips
 
-    source = spec.resolved_data_source()
-    if source == SYNTHETIC_SOURCE:
-        from training.datasets.speech_synthesis import synthesize_corpus
-        from training.workloads.kws_densenet_bilstm.trainable import SYNTHETIC_REPETITIONS
-
-        corpus = synthetic_corpus_dir(spec.resolved_data_root(), spec.speakers, spec.seed)
-        report = synthesize_corpus(corpus, speakers=spec.speakers, repetitions=SYNTHETIC_REPETITIONS, seed=spec.seed)
-        log.info("synthetic corpus %s: %d utterances of %d speakers", corpus, report["utterances"], report["speakers"])
-        source = str(corpus)
+    source = corpus_source(spec)  # the synthetic corpus is keyword spotting's, synthesised once per recipe
     mebibyte = 1024 * 1024
     limits = layout.ArchiveLimits(spec.archive_max_member_mb * mebibyte, spec.archive_max_total_mb * mebibyte,
                                   spec.archive_max_members)
