@@ -6,7 +6,10 @@
     cloudburst features    keyword spotting: log-mel/MFCC features + augmented training copies (Spark job)
     cloudburst shard       split the training set into nodes × workers-per-node stratified shards (Spark job)
     cloudburst train       train on the shards with a strategy, record the run in MLflow (Spark job)
-    cloudburst evaluate    test a trained run, add accuracy, figures and the model to its MLflow run
+    cloudburst score       speaker verification: embeddings of every clip with each trained model
+    cloudburst fuse        speaker verification: S-norm and score fusion trained on sv_dev; saves the system
+    cloudburst evaluate    test a trained run, add accuracy, figures and the model to its MLflow run (speaker
+                           verification: EER, minDCF, DET curves per model and fused)
     cloudburst settings    list every run setting: default, bounds, help (per workload with --workload)
     cloudburst synth-speech  synthesise a Speech Commands corpus offline (espeak-ng, flite, festival)
     cloudburst preview     write a PNG of MNIST originals beside their deformations

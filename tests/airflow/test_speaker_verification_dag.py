@@ -81,7 +81,8 @@ def test_a_real_run_on_a_small_synthetic_corpus(dag, tmp_path):
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     conf = {"speakers": 40, "epochs": 2, "batch_size_per_worker": 32, "bootstrap_resamples": 20,
-            "workers_per_node": 1, "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
+            "workers_per_node": 1, "held_out_families": "rhvoice", "data_root": str(tmp_path / "data"),
+            "tracking_uri": tracking_uri}
     dag_run = dag.test(run_conf=conf)
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
     expected = ["validate_run", "wait_for_raw_data", "ingest", "score", "fuse", "evaluate",
@@ -103,6 +104,9 @@ def test_a_real_run_on_a_small_synthetic_corpus(dag, tmp_path):
     assert {"eer", "min_dcf", "eer_model_a_all", "eer_model_b_all", "eer_logistic_fusion_all",
             "eer_threshold_logistic_fusion_all", "cllr_logistic_fusion_all", "trials_all_targets"} <= set(metrics)
     assert 0 <= metrics["eer"] <= 1 and metrics["trials_all_targets"] > 0
+    # The speakers of the held-out engine are evaluation speakers only, reported on their own.
+    assert {"eer_logistic_fusion_held_out_families", "eer_model_a_training_families"} <= set(metrics)
+    assert metrics["trials_held_out_families_targets"] > 0
     assert 0.9 <= metrics["parameter_ratio_b_to_a"] <= 1.1  # models of similar size
     assert system.data.tags["model_a_run_id"] == by_kind["model_a"].info.run_id
     artifacts = {item.path for item in client.list_artifacts(system.info.run_id)}

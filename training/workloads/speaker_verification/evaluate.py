@@ -26,9 +26,9 @@ log = logging.getLogger(__name__)
 HEADLINE_CONDITION = "different_word"  # text-independent: the condition the shared eer/min_dcf metrics report
 
 
-def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int, seed: int) -> dict[str, float]:
+def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> dict[str, float]:
     """EER of the fused system on sv_eval trials made with each other number of enrollment utterances (the same
-    fusion; a choice some speaker has too few clips for is left out)."""
+    fusion, the evaluation list's own seed; a choice some speaker has too few clips for is left out)."""
     from training.evaluation import speaker_verification as sv
     from training.evaluation import trials as trial_lists
     from training.evaluation import verification
@@ -55,7 +55,32 @@ def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int, seed:
             if (labels == 1).any() and (labels == 0).any():
                 metrics[f"eer_{sv.FUSION}_{condition}_enroll{utterances}"] = \
                     verification.equal_error_rate(labels, llrs[mask]).value
-    del seed  # the trials keep the evaluation list's own seed, so only the enrollment changes
+    return metrics
+
+
+def held_out_family_metrics(spec: RunSpec, report: Any, evaluation: Any) -> dict[str, float]:
+    """With held_out_families: the EER of every system on the trials of enrolled speakers whose voice family no
+    model was trained on (``eer_<system>_held_out_families``), beside the same over the other speakers."""
+    from training.evaluation import trials as trial_lists
+    from training.evaluation import verification
+    from training.workloads.kws_densenet_bilstm import held_out_families
+
+    held_out = held_out_families(spec)
+    if not held_out:
+        return {}
+    families = storage.require_manifest(spec.raw_uri()).get("voice_families") or {}
+    unseen = np.array([trial_lists.is_held_out(families.get(speaker, ""), held_out)
+                       for speaker in evaluation.model_speaker], bool)
+    everything = evaluation.condition("all")
+    metrics: dict[str, float] = {}
+    for name, kind in (("held_out_families", unseen), ("training_families", ~unseen)):
+        mask = everything & kind
+        labels = report.evaluation_labels[mask]
+        if not ((labels == 1).any() and (labels == 0).any()):
+            continue
+        for system, scores in report.evaluation_scores.items():
+            metrics[f"eer_{system}_{name}"] = verification.equal_error_rate(labels, scores[mask]).value
+        metrics[f"trials_{name}_targets"] = float((labels == 1).sum())
     return metrics
 
 
@@ -79,7 +104,8 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
 
     fusion = LinearFusion(tuple(fused["weights"]), float(fused["offset"]), float(fused["prior"]))
     metrics = report.flat_metrics()
-    metrics.update(enrollment_sweep(inputs, fusion, whole.enrollment_utterances, whole.seed))
+    metrics.update(enrollment_sweep(inputs, fusion, whole.enrollment_utterances))
+    metrics.update(held_out_family_metrics(whole, report, inputs.evaluation))
     headline = report.metrics[sv.FUSION].get(HEADLINE_CONDITION) or report.metrics[sv.FUSION]["all"]
     metrics |= {"eer": headline["eer"], "min_dcf": headline["min_dcf_p01"], "min_dcf_p05": headline["min_dcf_p05"]}
 
@@ -154,6 +180,10 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
         verdict = "excludes 0" if high < 0 or low > 0 else "includes 0"
         lines.append(f"fusion − best single EER {100 * gain:+.2f} points [{100 * low:+.2f}, {100 * high:+.2f}] "
                      f"({verdict})")
+    if f"eer_{sv.FUSION}_held_out_families" in metrics:
+        lines.append(f"held-out families fused EER {_percent(metrics[f'eer_{sv.FUSION}_held_out_families'])} on "
+                     f"speakers of voice families no model trained on ({spec.held_out_families}); "
+                     f"{_percent(metrics.get(f'eer_{sv.FUSION}_training_families'))} on the others (all trials)")
     sweep = [f"{n}: {100 * metrics[f'eer_{sv.FUSION}_{HEADLINE_CONDITION}_enroll{n}']:.2f} %"
              for n in ENROLLMENT_CHOICES if f"eer_{sv.FUSION}_{HEADLINE_CONDITION}_enroll{n}" in metrics]
     if sweep:
