@@ -57,6 +57,16 @@ def test_yarn_gets_spark_jars_from_hdfs_and_the_executors_the_runs_environment(m
     assert "spark.yarn.archive" not in cluster_settings("spark://m:7077", RunSpec())
 
 
+def test_executors_compute_with_the_driver_machine_s_blas_kernels(monkeypatch):
+    """Another OpenBLAS kernel changes the last bits of the elastic fields: YARN containers do not inherit it."""
+    monkeypatch.setenv("OPENBLAS_CORETYPE", "Haswell")
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "512")
+    settings = cluster_settings("yarn", RunSpec())
+    assert (settings["spark.executorEnv.OPENBLAS_CORETYPE"], settings["spark.executorEnv.OPENBLAS_L2_SIZE"]) == (
+        "Haswell", "512")
+    assert settings["spark.executorEnv.OPENBLAS_NUM_THREADS"] == "1"
+
+
 def test_yarn_without_its_configuration_is_one_line_naming_the_fix(monkeypatch):
     from training.jobs.spark_session import check_cluster_configuration
 

@@ -21,8 +21,12 @@ log = logging.getLogger(__name__)
 
 DEFAULT_MASTER = "local[*]"
 # Passed on to YARN containers: the executors' Python reads the same workloads, stores and thread limits.
+# OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE pick OpenBLAS' kernels; another kernel sums in another order, so the elastic
+# fields (two GEMMs) differ in the last bit and a pixel can round the other way: YARN containers do not inherit
+# them, and without them an augment on YARN published other bytes than local mode on the same machine.
 EXECUTOR_ENVIRONMENT = ("CLOUDBURST_WORKLOADS", "CLOUDBURST_WEBHDFS_PORT", "CLOUDBURST_HDFS_USER", "HADOOP_USER_NAME",
-                        "MLFLOW_TRACKING_URI", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL")
+                        "MLFLOW_TRACKING_URI", "PYTHONPATH", "TF_CPP_MIN_LOG_LEVEL", "OPENBLAS_CORETYPE",
+                        "OPENBLAS_L2_SIZE")
 
 
 class ClusterCapacityError(RuntimeError):
