@@ -301,6 +301,19 @@ def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_on
     assert evaluate.evaluate_run(spec.for_branch("model_a")) == recorded  # from a branch's spec too
 
 
+def prepare_branch(spark, spec: RunSpec, model: str) -> RunSpec:
+    """Ingest, then one model's features and shards (no augmented copies): its branch spec, ready to train."""
+    from training.jobs.features import features_dataset
+    from training.jobs.shard import shard_dataset
+    from training.workloads.speaker_verification import trainable
+
+    trainable.ingest(spec)
+    branch = spec.for_branch(model)
+    features_dataset(spark, branch.raw_uri(), branch.augmented_uri(), branch.features, copies=0, seed=0)
+    shard_dataset(spark, branch.augmented_uri(), branch.shards_uri(), branch.total_workers, seed=0)
+    return branch
+
+
 # --- Transfer from a keyword spotter ------------------------------------------------------------------------------
 
 
@@ -347,22 +360,16 @@ def test_transfer_from_refuses_what_is_not_a_keyword_spotter_trained_on_sv_train
 @pytest.mark.spark
 def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_fine_tunes_the_upper_units(
         spark, corpus, tmp_path):
-    from training.jobs.features import features_dataset
-    from training.jobs.shard import shard_dataset
     from training.jobs.train import train_run, training_stages
     from training.models.speaker_embedding import trunk_units
     from training.strategies.checkpoints import load_model
-    from training.workloads.speaker_verification import trainable
 
     spec = RunSpec(workload="speaker_verification", strategy="averaging", nodes=1, workers_per_node=2, epochs=2,
                    batch_size_per_worker=8, rounds_per_epoch=1, evaluations_per_epoch=1, transfer_from="auto",
                    transfer_head_epochs=1, transfer_spotter_epochs=1, run_name="sv-transfer",
                    data_source=str(corpus), data_root=str(tmp_path / "root"),
                    tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    trainable.ingest(spec)
-    branch = spec.for_branch("model_a")
-    features_dataset(spark, branch.raw_uri(), branch.augmented_uri(), branch.features, copies=0, seed=0)
-    shard_dataset(spark, branch.augmented_uri(), branch.shards_uri(), branch.total_workers, seed=0)
+    branch = prepare_branch(spark, spec, "model_a")
     stages = training_stages(branch)  # no keyword-spotting run in this store: one is trained first
     assert [(stage.transfer_stage, stage.epochs) for stage in stages] == [("spotter", 1), ("head", 1),
                                                                           ("fine_tune", 1)]
@@ -393,20 +400,21 @@ def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_f
 def test_a_speaker_model_trains_under_the_other_strategies_too(spark, corpus, tmp_path, strategy):
     """Averaging trains both models above; Downpour (the margin in the workers' own step function) and Horovod
     (the margin in a Keras callback) train model B with its angular-margin loss as well."""
-    from training.jobs.features import features_dataset
-    from training.jobs.shard import shard_dataset
     from training.jobs.train import train_run
-    from training.workloads.speaker_verification import trainable
 
     spec = RunSpec(workload="speaker_verification", strategy=strategy, nodes=1, workers_per_node=2, epochs=2,
                    batch_size_per_worker=8, evaluations_per_epoch=1, n_push=2, n_fetch=2, run_name=f"sv-{strategy}",
                    data_source=str(corpus), data_root=str(tmp_path / "root"),
                    tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
-    trainable.ingest(spec)
-    branch = spec.for_branch("model_b")
-    features_dataset(spark, branch.raw_uri(), branch.augmented_uri(), branch.features, copies=0, seed=0)
-    shard_dataset(spark, branch.augmented_uri(), branch.shards_uri(), branch.total_workers, seed=0)
+    branch = prepare_branch(spark, spec, "model_b")
     record = train_run(spark, branch)
     epochs = record["result"]["epochs"]
     assert len(epochs) == 2 and all(np.isfinite(row["train_loss"]) for row in epochs)
     assert record["mlflow_run_id"] and record["result"]["total_workers"] == 2
+
+
+def test_training_without_an_embedding_model_is_refused_before_spark():
+    from training.jobs.train import training_stages
+
+    with pytest.raises(RunSpecError, match="one embedding model at a time"):
+        training_stages(RunSpec(workload="speaker_verification"))

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from training import storage, tracking
-from training.config import RunSpec
+from training.config import RunSpec, RunSpecError
 from training.contract import EVALUATION_FILE
 from training.workloads.speaker_verification import ENROLLMENT_CHOICES, MODEL_A, MODEL_FEATURES, MODEL_TITLES
 
@@ -87,7 +87,8 @@ def held_out_family_metrics(spec: RunSpec, report: Any, evaluation: Any) -> dict
 def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     """Measure the system on sv_eval and log it; returns the evaluation record (a second call returns it again)."""
     from training.evaluation import speaker_verification as sv
-    from training.workloads.speaker_verification.fuse import fuse, scoring_inputs
+    from training.evaluation.verification_system import SYSTEM_KIND
+    from training.workloads.speaker_verification.fuse import scoring_inputs, system_uri
     from training.workloads.speaker_verification.score import branch_record
 
     whole = spec.whole_run()
@@ -95,7 +96,10 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     if done is not None:
         log.info("run %s already evaluated: nothing to do", spec.run_name)
         return done
-    system = fuse(whole)  # published by the fuse step; a no-op here unless it is missing
+    if storage.read_manifest(system_uri(whole)) is None:
+        raise RunSpecError(f"run_name={spec.run_name!r}: no fused system at {system_uri(whole)}; run the fuse step "
+                           "first")
+    system = storage.require_manifest(system_uri(whole), SYSTEM_KIND)
     inputs = scoring_inputs(whole)
     report = sv.evaluate_systems(inputs.embeddings, inputs.clip_speakers, inputs.cohort_speakers, inputs.development,
                                  inputs.evaluation, resamples=whole.bootstrap_resamples, seed=whole.seed)

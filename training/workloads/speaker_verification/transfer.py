@@ -37,6 +37,9 @@ AUTO_CANDIDATES = 50  # newest keyword-spotting runs 'auto' looks at
 
 def training_stages(spec: RunSpec) -> list[RunSpec]:
     """The runs the train step trains for ``spec``, in order: the run itself, or model A's transfer stages."""
+    if not spec.embedding_model:  # refused here, before Spark, rather than inside a training task
+        raise RunSpecError(f"workload {spec.workload} trains one embedding model at a time: give --embedding-model "
+                           f"({', '.join(MODEL_FEATURES)}) with its --features (the DAG trains both as branches)")
     if spec.embedding_model != MODEL_A or not spec.transfer_from or spec.transfer_stage:
         if spec.transfer_from and not spec.transfer_stage:
             resolve_spotter(spec)  # model B checks it too: whichever branch trains first refuses a bad one
