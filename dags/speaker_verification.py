@@ -16,7 +16,11 @@ sv_dev; the system `cloudburst verify` loads) → **evaluate** (EER, minDCF at 0
 bootstrap intervals over speakers, actual DCF, Cllr, per model and fused, per condition; DET curves) — in the
 MLflow experiment `speaker_verification`.
 
-Every step publishes atomically and is idempotent, so retries are safe. Manual trigger by default.
+Every step publishes atomically and is idempotent, so retries are safe. Triggered by hand, or — once unpaused —
+by the keyword-spotting DAG's model asset (`kws_densenet_bilstm_model`): such a run starts model A from the keyword
+spotter that published it (`transfer_from` = its run directory). Train that spotter with
+`training_speakers=sv_train` and the same `held_out_families`: a spotter that heard an sv_dev or sv_eval speaker
+is refused before any training starts.
 """
 
 from __future__ import annotations

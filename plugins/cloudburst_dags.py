@@ -30,7 +30,9 @@ def workload_dag(workload: str, doc_md: str | None = None, **dag_arguments: Any)
         "dag_display_name": definition.title,
         "description": definition.description,
         "doc_md": doc_md,
-        "schedule": None,
+        # Paused at creation like every DAG: a user unpauses it to let the other workload's runs trigger it.
+        "schedule": [Asset(name=name, uri=uri) for name, uri in [definition.scheduled_on]]
+        if definition.scheduled_on else None,
         "start_date": datetime.datetime(2026, 1, 1),
         "catchup": False,
         "max_active_runs": 1,

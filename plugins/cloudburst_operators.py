@@ -20,7 +20,7 @@ from typing import Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, BaseOperator
 
-from training import storage
+from training import storage, workloads
 from training.config import RunSpec, RunSpecError, run_name_from, shard_rows
 from training.contract import EVALUATE, EVALUATION_FILE, IMAGE_SHARDS, REPO_ROOT, RUN_SPEC_FILE, job_path
 from training.jobs.spark_session import check_cluster_configuration
@@ -46,12 +46,38 @@ def training_environment() -> dict[str, str]:
 
 def run_spec(context: Any, workload: str, branch: str = "") -> RunSpec:
     """The run specification of this DAG run: its Params, the DAG's workload and a run name from the run id; for
-    a task of one of the workload's parallel branches, that branch's (its settings applied)."""
+    a run an asset event triggered, the event's ``uri`` in the workload's ``scheduled_on_setting`` (unless the
+    Params set it); for a task of one of the workload's parallel branches, that branch's (its settings applied)."""
     values = {name: value for name, value in dict(context["params"]).items() if value is not None}
     if not values.get("run_name"):
         values["run_name"] = run_name_from(context["run_id"])
+    definition = workloads.definition(workload)
+    if definition.scheduled_on and not values.get(definition.scheduled_on_setting):
+        published = triggering_uri(context, definition.scheduled_on)
+        if published:
+            values[definition.scheduled_on_setting] = published
     spec = RunSpec.from_mapping({**values, "workload": workload})
     return spec.for_branch(branch) if branch else spec
+
+
+def triggering_uri(context: Any, asset: tuple[str, str]) -> str:
+    """The ``uri`` the newest event of ``asset`` that triggered this DAG run carries (what the upstream run
+    published); empty for a run no event of it triggered. Every task reads it from its own context, so all of a
+    run's tasks agree."""
+    name, uri = asset
+    events = context.get("triggering_asset_events") or {}
+    try:
+        matching = list(events[Asset(name=name, uri=uri)])
+    except KeyError:
+        return ""
+    if not matching:
+        return ""
+    newest = max(matching, key=lambda event: event.timestamp)
+    published = (newest.extra or {}).get("uri")
+    if not isinstance(published, str) or not published.strip():
+        raise RunSpecError(f"this run was triggered by asset {name!r}, but its newest event carries no 'uri' "
+                           f"(extra={newest.extra!r}): nothing to start from; trigger the DAG by hand instead")
+    return published.strip()
 
 
 def record_outlets(context: Any, outlets: Sequence[Any], uri: str) -> None:
@@ -151,6 +177,10 @@ def validate_run(workload: str, **context: Any) -> dict[str, Any]:
     if changed:  # caught here, not after ingest/augment/shard ran for nothing
         raise RunSpecError(f"run_name={spec.run_name!r}: {spec.run_uri()} already holds a run with other settings "
                            f"({', '.join(changed)}); choose another run_name")
+    scheduled_on = spec.definition.scheduled_on
+    if scheduled_on and triggering_uri(context, scheduled_on):
+        setting = spec.definition.scheduled_on_setting
+        print(f"triggered by asset {scheduled_on[0]}: {setting}={getattr(spec, setting)!r}", file=sys.stderr)
     print(f"run {spec.run_name}: {spec.total_workers} workers ({spec.config}), data under "
           f"{spec.resolved_data_root()}, MLflow at {spec.resolved_tracking_uri()}", file=sys.stderr)
     return spec.to_mapping()

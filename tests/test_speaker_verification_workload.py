@@ -355,6 +355,24 @@ def test_transfer_from_refuses_what_is_not_a_keyword_spotter_trained_on_sv_train
     with pytest.raises(RunSpecError, match="outside sv_train"):
         training_stages(spec.with_changes(transfer_from=spotter.run_uri()).for_branch("model_b"))
     assert training_stages(spec.for_branch("model_b")) == [spec.for_branch("model_b")]
+    # The same corpus ingested with training_speakers=sv_train (what the DAG's asset schedule expects): its
+    # training speakers are sv_train speakers only, and model A starts from it in two stages.
+    fitting = spotter.with_changes(training_speakers="sv_train", run_name="fitting")
+    speech_ingest.ingest(str(corpus), fitting.raw_uri(), task=35, training_speakers="sv_train")
+    sets = storage.require_manifest(spec.raw_uri())["speaker_sets"]
+    heard = speech_ingest.split_speakers(fitting.raw_uri(), "train")
+    assert heard and {sets[speaker] for speaker in heard} == {"sv_train"}
+    assert speech_ingest.split_speakers(fitting.raw_uri(), "test") == speech_ingest.split_speakers(
+        spotter.raw_uri(), "test")  # validation and test are the same either way
+    storage.write_json(storage.join(fitting.run_uri(), RUN_SPEC_FILE), fitting.to_mapping())
+    storage.write_json(storage.join(fitting.run_uri(), RESULT_FILE),
+                       {"mlflow_run_id": "x", "result": {"model_uri": "nowhere"}})
+    stages = stages_with(fitting.run_uri())
+    assert [(stage.transfer_stage, stage.transfer_from) for stage in stages] == [
+        ("head", fitting.run_uri()), ("fine_tune", fitting.run_uri())]
+    with pytest.raises(ValueError, match="training_speakers must be one of all, sv_train"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "never"), training_speakers="sv_eval")
+    assert not (tmp_path / "never").exists()
 
 
 @pytest.mark.spark

@@ -59,3 +59,22 @@ def dag_bag():
     bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
     assert bag.import_errors == {}
     return bag
+
+
+@pytest.fixture(scope="session")
+def triggering_events():
+    """Builds the ``triggering_asset_events`` of a task's context as Airflow's task runner does, from
+    (asset name, asset URI, event extra, timestamp) tuples."""
+    from airflow.sdk.api.datamodels._generated import AssetReferenceAssetEventDagRun
+    from airflow.sdk.execution_time.comms import AssetEventDagRunReferenceResult
+    from airflow.sdk.execution_time.context import TriggeringAssetEventsAccessor
+
+    def build(*events):
+        return TriggeringAssetEventsAccessor.build([
+            AssetEventDagRunReferenceResult(
+                asset=AssetReferenceAssetEventDagRun(name=name, uri=uri, extra={}), extra=extra,
+                source_task_id="train", source_dag_id="kws_densenet_bilstm", source_run_id="manual__upstream",
+                source_map_index=-1, source_aliases=[], timestamp=timestamp)
+            for name, uri, extra, timestamp in events])
+
+    return build

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from training import storage
-from training.config import RunSpec, RunSpecError, workload_settings
-from training.contract import FEATURE_KINDS
+from training.config import RunSpec, RunSpecError, run_name_from, workload_settings
+from training.contract import FEATURE_KINDS, RESULT_FILE
 from training.workloads.kws_densenet_bilstm import KWS_TASKS
 
 DAG_ID = "kws_densenet_bilstm"
@@ -72,15 +72,59 @@ def test_bad_settings_are_rejected_before_any_work(params, message):
         validate_run(DAG_ID, **context_for(**params))
 
 
-def test_a_real_run_on_a_tiny_synthetic_corpus(dag, tmp_path):
+def unpause_in_database(dag_bag, dag_id: str) -> None:
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+
+    DagBundlesManager().sync_bundles_to_db()  # as dag.test() does first
+    sync_bag_to_db(dag_bag, "dags-folder", None)
+    with create_session() as session:
+        session.get(DagModel, dag_id).is_paused = False
+
+
+def check_the_model_triggers_speaker_verification(dag_run, run_directory: str, tmp_path, triggering_events) -> None:
+    """The train task's asset event names the run directory; Airflow queues the speaker_verification DAG scheduled
+    on it; a run it triggers validates with that directory as transfer_from (the training environment's own tests
+    check what transfer_from accepts)."""
+    from airflow.models.asset import AssetDagRunQueue, AssetEvent, AssetModel
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from cloudburst_operators import validate_run
+    from cloudburst_params import run_params
+    from sqlalchemy import select
+
+    with create_session() as session:
+        event, asset = session.execute(
+            select(AssetEvent, AssetModel).join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetEvent.source_run_id == dag_run.run_id, AssetModel.name == "kws_densenet_bilstm_model")).one()
+        queued = session.scalars(select(AssetDagRunQueue.target_dag_id)
+                                 .where(AssetDagRunQueue.asset_id == asset.id)).all()
+        event_values = (asset.name, asset.uri, dict(event.extra), event.timestamp)
+        session.get(DagModel, "speaker_verification").is_paused = True
+    assert "speaker_verification" in queued
+    assert event_values[2]["uri"] == run_directory
+    assert storage.read_json(storage.join(run_directory, RESULT_FILE))["mlflow_run_id"]
+    params = {name: param.value for name, param in run_params("speaker_verification").items()}
+    context = {"params": {**params, "data_root": str(tmp_path / "data")},
+               "run_id": "asset_triggered__2026-12-02T12:00:00+00:00",
+               "triggering_asset_events": triggering_events(event_values)}
+    assert validate_run("speaker_verification", **context)["transfer_from"] == run_directory
+
+
+def test_a_real_run_on_a_tiny_synthetic_corpus(dag, dag_bag, tmp_path, triggering_events):
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     conf = {"speakers": 24, "epochs": 2, "augment_copies": 1, "batch_size_per_worker": 32,
             "held_out_families": "rhvoice", "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
+    unpause_in_database(dag_bag, "speaker_verification")  # scheduled on this DAG's model: it gets queued
     dag_run = dag.test(run_conf=conf)
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
     assert states == {task_id: "success" for task_id in PIPELINE}, states
+    spec = RunSpec.from_mapping({**conf, "workload": DAG_ID, "run_name": run_name_from(dag_run.run_id)})
+    check_the_model_triggers_speaker_verification(dag_run, spec.run_uri(), tmp_path, triggering_events)
 
     client = mlflow.MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(DAG_ID)

@@ -75,6 +75,65 @@ def test_each_branch_task_runs_its_model_with_its_own_features_and_run_directory
     assert specs["model_b"].whole_run() == whole
 
 
+def test_the_dag_is_also_scheduled_on_the_keyword_spotters_model(dag, dag_bag):
+    """Data-aware scheduling: the asset the keyword-spotting DAG's train task publishes is this DAG's schedule."""
+    [published] = dag_bag.dags["kws_densenet_bilstm"].get_task("train").outlets
+    scheduled = list(dag.timetable.asset_condition.objects)
+    assert [(asset.name, asset.uri) for asset in scheduled] == [(published.name, published.uri)]
+
+
+def test_an_asset_triggered_run_starts_model_a_from_the_spotter_the_newest_event_names(triggering_events):
+    import datetime
+
+    from cloudburst_operators import run_spec, validate_run
+
+    from training import workloads
+
+    name, uri = workloads.definition(DAG_ID).scheduled_on
+    day = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+    events = triggering_events((name, uri, {"uri": "/data/runs/kws_densenet_bilstm/older"}, day),
+                               (name, uri, {"uri": "/data/runs/kws_densenet_bilstm/newer"},
+                                day + datetime.timedelta(hours=1)))
+    context = {**context_for(data_root="/tmp/cloudburst-sv-test"), "triggering_asset_events": events,
+               "run_id": "asset_triggered__2026-12-02T11:00:00+00:00"}
+    for branch in ("", "model_a", "model_b"):  # every task of the run agrees
+        assert run_spec(context, DAG_ID, branch).transfer_from == "/data/runs/kws_densenet_bilstm/newer"
+    assert validate_run(DAG_ID, **context)["transfer_from"] == "/data/runs/kws_densenet_bilstm/newer"
+    # A value given in the Params wins; a manual run (no event) trains from scratch as before.
+    chosen = {**context, "params": {**context["params"], "transfer_from": "auto"}}
+    assert run_spec(chosen, DAG_ID).transfer_from == "auto"
+    assert run_spec(context_for(), DAG_ID).transfer_from == ""
+    assert run_spec({**context_for(), "triggering_asset_events": triggering_events()}, DAG_ID).transfer_from == ""
+
+
+@pytest.mark.parametrize("extra", [{}, {"uri": ""}, {"uri": 42}, {"data_version": "x"}])
+def test_an_asset_event_without_a_run_is_refused_in_one_line(triggering_events, extra):
+    import datetime
+
+    from cloudburst_operators import validate_run
+
+    from training import workloads
+
+    name, uri = workloads.definition(DAG_ID).scheduled_on
+    events = triggering_events((name, uri, extra, datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)))
+    with pytest.raises(RunSpecError, match="carries no 'uri'"):
+        validate_run(DAG_ID, **{**context_for(), "triggering_asset_events": events})
+
+
+def test_an_asset_event_naming_no_run_directory_is_refused(triggering_events):
+    import datetime
+
+    from cloudburst_operators import validate_run
+
+    from training import workloads
+
+    name, uri = workloads.definition(DAG_ID).scheduled_on
+    events = triggering_events((name, uri, {"uri": "relative/run dir"},
+                                datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)))
+    with pytest.raises(RunSpecError, match="transfer_from"):
+        validate_run(DAG_ID, **{**context_for(), "triggering_asset_events": events})
+
+
 @pytest.mark.timeout(1500)
 def test_a_real_run_on_a_small_synthetic_corpus(dag, tmp_path):
     import mlflow

@@ -366,15 +366,28 @@ class SplitRows:
         self.audio.append(clip)
 
 
+TRAINING_SPEAKER_RULES = ("all", "sv_train")
+
+
+def _trains_speaker_verification(speaker: str) -> bool:
+    from training.evaluation.trials import speaker_set
+
+    return speaker_set(speaker) == "sv_train"
+
+
 def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, ...] = (),
-                train_unknown_percentage: float = UNKNOWN_PERCENTAGE) -> tuple[list[str], dict[str, SplitRows]]:
+                train_unknown_percentage: float = UNKNOWN_PERCENTAGE, training_speakers: str = "all"
+                ) -> tuple[list[str], dict[str, SplitRows]]:
     """(class names, split → rows) for the keyword task; the sampling of unknown and silence is seeded.
 
     ``_unknown_`` takes 10 % of a split's keyword-clip count (or every non-keyword clip, if fewer), as TensorFlow's
     tutorial does, dealt evenly over the non-keyword words; the training split takes ``train_unknown_percentage`` %
     instead, so validation and test stay comparable between runs that train with other shares.
 
-    Speakers of ``held_out_families`` go to test only. For the 12-class task, ``test_non_keywords`` holds every
+    Speakers of ``held_out_families`` go to test only. ``training_speakers`` 'sv_train' leaves out of the training
+    split every clip of a speaker whom speaker verification does not train on (training.evaluation.trials
+    .speaker_set), so a keyword spotter trained on it never heard a speaker-verification trial speaker. For the
+    12-class task, ``test_non_keywords`` holds every
     non-keyword clip of the test speakers (labelled ``_unknown_``): the keyword false-accept rate is measured
     on all of them, not only on the ones sampled into test.
     """
@@ -383,9 +396,15 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
     held_out_speakers = frozenset(speaker for speaker, family in scan.families.items()
                                   if is_held_out(family, held_out_families))
     by_split: dict[str, dict[str, list[tuple[str, np.ndarray]]]] = {split: {} for split in SPLITS}
+    if training_speakers not in TRAINING_SPEAKER_RULES:
+        raise ValueError(f"training_speakers must be one of {', '.join(TRAINING_SPEAKER_RULES)}, got "
+                         f"{training_speakers!r}")
     for word, clips in scan.clips.items():
         for relative, clip in clips:
             split = split_of(relative, scan.split_lists, held_out_speakers)
+            if split == "training" and training_speakers == "sv_train" and not _trains_speaker_verification(
+                    layout.speaker_of(relative)):
+                continue
             by_split[split].setdefault(word, []).append((relative, clip))
     rows = {SPLITS[split]: SplitRows() for split in SPLITS}
     if task == 12:
@@ -477,6 +496,7 @@ def ingest(
     held_out_families: tuple[str, ...] = (),
     *,
     train_unknown_percentage: float = UNKNOWN_PERCENTAGE,
+    training_speakers: str = "all",
     max_member_bytes: int = layout.MAX_MEMBER_BYTES,
     max_extracted_bytes: int = layout.MAX_EXTRACTED_BYTES,
     max_archive_members: int = layout.MAX_ARCHIVE_MEMBERS,
@@ -492,6 +512,9 @@ def ingest(
         raise ValueError(f"seed must be an integer ≥ 0, got {seed}")
     if not (math.isfinite(train_unknown_percentage) and 0 <= train_unknown_percentage <= 1000):
         raise ValueError(f"train_unknown_percentage must be in [0, 1000], got {train_unknown_percentage}")
+    if training_speakers not in TRAINING_SPEAKER_RULES:  # before the corpus is read
+        raise ValueError(f"training_speakers must be one of {', '.join(TRAINING_SPEAKER_RULES)}, got "
+                         f"{training_speakers!r}")
     limits = layout.ArchiveLimits(max_member_bytes, max_extracted_bytes, max_archive_members)
     with tempfile.TemporaryDirectory(prefix="cloudburst-speech-") as workdir:
         root, description, skipped = open_source(source, expected_sha256, Path(workdir), limits)
@@ -499,7 +522,7 @@ def ingest(
         scan = scan_corpus(root, resample, skipped, source)
     held_out_families = tuple(sorted(set(held_out_families)))
     _check_families(held_out_families, scan.families, source)
-    names, rows = label_clips(scan, task, seed, held_out_families, train_unknown_percentage)
+    names, rows = label_clips(scan, task, seed, held_out_families, train_unknown_percentage, training_speakers)
     empty = [split for split, split_rows in rows.items() if not split_rows.labels]
     if len(empty) == len(rows):
         raise storage.DatasetError(f"{source}: no usable clips ({len(scan.skipped)} files skipped)")
@@ -511,6 +534,8 @@ def ingest(
               "held_out_families": list(held_out_families), "layout": LAYOUT_VERSION}
     if train_unknown_percentage != UNKNOWN_PERCENTAGE:  # only then: older datasets keep their recipe
         recipe["train_unknown_percentage"] = train_unknown_percentage
+    if training_speakers != "all":
+        recipe["training_speakers"] = training_speakers
 
     def write(staging: storage.Location) -> dict[str, Any]:
         write_splits(staging, rows, scan.noises)

@@ -55,6 +55,11 @@ class WorkloadDefinition:
     # settings it cannot train, before any training starts. Empty: the run itself, once (speaker verification:
     # keyword spotter → head with the transferred trunk frozen → fine-tuning).
     training_stages: str = ""
+    # Data-aware scheduling: the DAG also runs when another workload's asset (Airflow asset name, URI) gets an
+    # event, with the event's "uri" (the run or dataset that published it) as ``scheduled_on_setting`` unless the
+    # run's Params set that (speaker verification: a finished keyword spotter → transfer_from). None: manual only.
+    scheduled_on: tuple[str, str] | None = None
+    scheduled_on_setting: str = ""
 
     def job_module(self, step: str) -> str:
         """The module that runs ``step`` for this workload (``python -m`` or spark-submit's file)."""

@@ -35,6 +35,7 @@ ONLINE_AUGMENTATION_FULL_SET = "speed,pitch,shift,noise,time_mask,freq_mask"
 _AUGMENTATION_NAMES = "|".join(ONLINE_AUGMENTATIONS)
 SYNTHETIC_SOURCE = "synthetic"
 KWS_TASKS = (12, 35)
+TRAINING_SPEAKER_CHOICES = ("all", "sv_train")
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
 SETTINGS = (
@@ -72,6 +73,13 @@ SETTINGS = (
             "records each speaker's family; `cloudburst synth-speech` lists them.", DATA, optional=True,
             pattern=r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?(,[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?)*",
             pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)"),
+    Setting("training_speakers", str, "all", "Training speakers",
+            "all: every speaker of the training split. sv_train: only those whom speaker verification's rule (the "
+            "sha1 of the speaker id; about 60 % of them) puts in its training set, so that the speaker_verification "
+            "DAG — scheduled on this DAG's model — may start its model A from this model (it refuses a keyword "
+            "spotter that heard its development or evaluation speakers); give both DAGs the same "
+            "held_out_families. Validation and test are the same either way.", DATA,
+            choices=TRAINING_SPEAKER_CHOICES),
     Setting("online_augmentation", str, "time_mask", "Online augmentation",
             "Comma-separated augmentations drawn afresh for every training batch, in the input pipeline, on the "
             "stored features (deterministic per seed, worker and step): speed (time stretch 0.85-1.15), pitch "
@@ -115,10 +123,13 @@ def held_out_families(spec: RunSpec) -> tuple[str, ...]:
 
 def clips_uri(spec: RunSpec) -> str:
     """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12`` (+ ``-resampled``,
-    + ``-trainunknown<percent>`` off the default share, + ``-heldout-<hash>`` when voice families are held out)."""
+    + ``-trainunknown<percent>`` off the default share, + ``-svtrain`` when only speaker verification's training
+    speakers train, + ``-heldout-<hash>`` when voice families are held out)."""
     suffix = "-resampled" if spec.resample else ""
     if spec.train_unknown_percentage != SPEECH_UNKNOWN_PERCENTAGE:
         suffix += f"-trainunknown{spec.train_unknown_percentage}"
+    if spec.training_speakers != "all":
+        suffix += f"-{spec.training_speakers.replace('_', '')}"
     if held_out_families(spec):
         suffix += "-heldout-" + hashlib.sha1(",".join(held_out_families(spec)).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")

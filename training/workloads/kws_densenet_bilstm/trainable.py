@@ -56,6 +56,7 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
     return speech_ingest.ingest(source, spec.raw_uri(), spec.kws_task, spec.resample, spec.seed, spec.data_sha256,
                                 overwrite, held_out_families(spec),
                                 train_unknown_percentage=spec.train_unknown_percentage,
+                                training_speakers=spec.training_speakers,
                                 max_member_bytes=spec.archive_max_member_mb * mebibyte,
                                 max_extracted_bytes=spec.archive_max_total_mb * mebibyte,
                                 max_archive_members=spec.archive_max_members)

@@ -49,9 +49,11 @@ SETTINGS = (
             "in the trials.", DATA, choices=ENROLLMENT_CHOICES),
     Setting("transfer_from", str, "", "Model A: transfer from a keyword spotter",
             "Start model A's trunk from a trained keyword spotter: 'auto' (the newest finished "
-            "kws_densenet_bilstm run in this MLflow store trained on log-mel features and only on sv_train "
-            "speakers; when there is none, one is trained first on the sv_train clips with their words as "
-            "labels), an MLflow run id or a keyword-spotting run directory; empty: from scratch (the default: "
+            "kws_densenet_bilstm run in this MLflow store on log-mel features that heard no sv_dev or sv_eval "
+            "speaker — one trained with training_speakers=sv_train; when there is none, one is trained first on "
+            "the sv_train clips with their words as labels), an MLflow run id or a keyword-spotting run directory "
+            "(a run the keyword spotter's model asset triggers gets that run's directory); empty: from scratch "
+            "(the default: "
             "make bench-sv measured transfer worse than scratch on the synthetic corpus). Two stages follow the "
             "spotter: the head alone with the trunk frozen (transfer_head_epochs), then the upper blocks too at a "
             "quarter of the learning rate.", TRAINING, optional=True,
@@ -140,4 +142,6 @@ DEFINITION = WorkloadDefinition(
     branch_steps=(FEATURES, SHARD, TRAIN),
     run_path_settings=("embedding_model", "transfer_stage"),
     training_stages="training.workloads.speaker_verification.transfer:training_stages",
+    scheduled_on=keyword_spotting.DEFINITION.assets[TRAIN],
+    scheduled_on_setting="transfer_from",
 )
