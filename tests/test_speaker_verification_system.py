@@ -129,3 +129,34 @@ def test_det_curves_and_score_histograms_are_png(evaluated):
 
 def test_p_target_names_have_no_dots():
     assert sv.p_target_name(0.01) == "p01" and sv.p_target_name(0.05) == "p05"
+
+
+def small_trials():
+    from training.evaluation.trials import Clips, make_trials
+
+    speakers = [f"{number:08x}" for number in range(4) for _ in range(5)]
+    words = ["yes", "no", "up", "down", "left"] * 4
+    clips = Clips(speaker=np.array(speakers, object), word=np.array(words, object),
+                  family=np.array(["espeak-ng/en"] * 20, object),
+                  digest=np.array([f"{index:040x}" for index in range(20)], object))
+    return make_trials(clips, sorted(set(speakers)), enrollment_utterances=2, seed=0)
+
+
+def test_raw_cosine_eer_is_zero_for_separated_speakers_one_half_for_identical_embeddings_and_matches_by_hand():
+    from training.evaluation import verification
+    from training.evaluation.speaker_verification import raw_cosine_eer
+
+    trials = small_trials()
+    assert set(trials.label[trials.condition("all")]) == {0, 1}
+    speaker_of_clip = np.repeat(np.arange(4), 5)
+    assert raw_cosine_eer(np.eye(4)[speaker_of_clip] + 0.01, trials) == 0.0
+    assert raw_cosine_eer(np.ones((20, 3)), trials) == pytest.approx(0.5)
+    embeddings = np.random.default_rng(3).normal(size=(20, 6))
+    unit = embeddings / np.linalg.norm(embeddings, axis=1, keepdims=True)
+    models = {speaker: unit[rows].mean(axis=0) / np.linalg.norm(unit[rows].mean(axis=0))
+              for speaker, rows in trials.enrollment.items()}
+    by_hand = np.array([models[speaker] @ unit[clip] for speaker, clip in zip(trials.model_speaker,
+                                                                              trials.test_clip, strict=True)])
+    chosen = trials.condition("all")
+    assert raw_cosine_eer(embeddings, trials) == pytest.approx(
+        verification.equal_error_rate(trials.label[chosen], by_hand[chosen]).value)

@@ -271,6 +271,7 @@ def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_on
         record = train_run(spark, branch)
         assert record["mlflow_run_id"] and len(record["result"]["epochs"]) == 1
         assert np.isfinite(record["result"]["epochs"][-1]["train_loss"])
+        assert 0 <= record["result"]["epochs"][-1]["dev_eer"] <= 1  # the time-to-EER clock, every epoch
         assert storage.read_json(storage.join(branch.run_uri(), RESULT_FILE)) is not None
 
         embeddings = score.score_model(spec, model)
@@ -429,6 +430,13 @@ def test_a_speaker_model_trains_under_the_other_strategies_too(spark, corpus, tm
     epochs = record["result"]["epochs"]
     assert len(epochs) == 2 and all(np.isfinite(row["train_loss"]) for row in epochs)
     assert record["mlflow_run_id"] and record["result"]["total_workers"] == 2
+    # The development EER after each epoch, measured on the model of that epoch's end, is a learning curve in MLflow.
+    assert all(0 <= row["dev_eer"] <= 1 for row in epochs)
+    import mlflow
+
+    history = mlflow.MlflowClient(spec.tracking_uri).get_metric_history(record["mlflow_run_id"], "dev_eer")
+    assert sorted((point.step, point.value) for point in history) == [(1, epochs[0]["dev_eer"]),
+                                                                     (2, epochs[1]["dev_eer"])]
 
 
 def test_training_without_an_embedding_model_is_refused_before_spark():

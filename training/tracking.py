@@ -164,8 +164,10 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
     params = [Param(key, value) for key, value in {**spec.mlflow_params(), "data_version": data_version}.items()
               if key not in existing]
     now = int(time.time() * 1000)
-    metrics = [Metric(name, float(row[name]), now, int(row["epoch"]))
-               for row in result.epochs for name in PER_EPOCH_METRICS if row[name] is not None]
+    # The shared per-epoch metrics, and any a workload measures at epoch ends (Trainable.epoch_metrics).
+    metrics = [Metric(name, float(value), now, int(row["epoch"]))
+               for row in result.epochs for name, value in row.items()
+               if name != "epoch" and value is not None and isinstance(value, int | float)]
     final = {"wall_seconds": result.wall_seconds, "training_seconds": result.training_seconds,
              "samples_per_second_mean": sum(r["samples_per_second"] for r in result.epochs) / len(result.epochs)}
     if result.time_to_target_seconds is not None:

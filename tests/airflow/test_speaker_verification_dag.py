@@ -90,7 +90,7 @@ def test_an_asset_triggered_run_starts_model_a_from_the_spotter_the_newest_event
     from training import workloads
 
     name, uri = workloads.definition(DAG_ID).scheduled_on
-    day = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)
+    day = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
     events = triggering_events((name, uri, {"uri": "/data/runs/kws_densenet_bilstm/older"}, day),
                                (name, uri, {"uri": "/data/runs/kws_densenet_bilstm/newer"},
                                 day + datetime.timedelta(hours=1)))
@@ -115,7 +115,7 @@ def test_an_asset_event_without_a_run_is_refused_in_one_line(triggering_events, 
     from training import workloads
 
     name, uri = workloads.definition(DAG_ID).scheduled_on
-    events = triggering_events((name, uri, extra, datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)))
+    events = triggering_events((name, uri, extra, datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)))
     with pytest.raises(RunSpecError, match="carries no 'uri'"):
         validate_run(DAG_ID, **{**context_for(), "triggering_asset_events": events})
 
@@ -129,7 +129,7 @@ def test_an_asset_event_naming_no_run_directory_is_refused(triggering_events):
 
     name, uri = workloads.definition(DAG_ID).scheduled_on
     events = triggering_events((name, uri, {"uri": "relative/run dir"},
-                                datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)))
+                                datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)))
     with pytest.raises(RunSpecError, match="transfer_from"):
         validate_run(DAG_ID, **{**context_for(), "triggering_asset_events": events})
 

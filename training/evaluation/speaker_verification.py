@@ -64,6 +64,19 @@ def score_trials(embeddings: np.ndarray, trials: Trials, cohort: np.ndarray, coh
     return TrialScores(raw, normalised)
 
 
+def raw_cosine_eer(embeddings: np.ndarray, trials: Trials, condition: str = "all") -> float:
+    """The EER of raw cosine scores (no normalisation, no cohort) on one condition of a trial list: the training
+    clock's verification measure (development trials after each epoch). ``embeddings`` is indexed by clip index;
+    only the trials' clips are read."""
+    model_speakers = sorted(trials.enrollment)
+    models = np.stack([scoring.enroll(embeddings[trials.enrollment[speaker]]) for speaker in model_speakers])
+    model_row = {speaker: row for row, speaker in enumerate(model_speakers)}
+    model_of_trial = np.array([model_row[speaker] for speaker in trials.model_speaker], np.int64)
+    scores = scoring.cosine_scores(models, embeddings, model_of_trial, trials.test_clip)
+    chosen = trials.condition(condition)
+    return verification.equal_error_rate(trials.label[chosen], scores[chosen]).value
+
+
 def _metric_eer(labels: np.ndarray, scores: np.ndarray) -> float:
     return verification.equal_error_rate(labels, scores).value
 

@@ -163,6 +163,7 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
         row = bookkeeping.epoch_row(epoch + 1, bookkeeping.weighted_mean(losses, counts_seen),
                                     bookkeeping.weighted_mean(accuracies, counts_seen),
                                     history["evaluations"][-1]["val_accuracy"], epoch_seconds, examples)
+        row.update(workload.measure_epoch(model))  # the averaged model, off the clock
         history["epochs"].append(row)
         history["training_seconds"] = clock
         log.info("[averaging] %s", bookkeeping.describe_epoch(row, spec.epochs))

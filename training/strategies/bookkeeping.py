@@ -72,6 +72,9 @@ def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float | 
     return sum(value * weight for value, weight in zip(values, weights, strict=True)) / total
 
 
+SHARED_EPOCH_KEYS = ("epoch", "train_loss", "train_accuracy", "val_accuracy", "epoch_seconds", "samples_per_second")
+
+
 def epoch_row(epoch: int, train_loss: float | None, train_accuracy: float | None, val_accuracy: float,
               epoch_seconds: float, samples: float) -> dict[str, float | None]:
     """The shared per-epoch metrics (MLflow step = epoch); train_* are None when unknown (an earlier attempt)."""
@@ -85,6 +88,8 @@ def epoch_row(epoch: int, train_loss: float | None, train_accuracy: float | None
 
 def describe_epoch(row: dict[str, float | None], epochs: int) -> str:
     """The progress line of one epoch, e.g. ``epoch 2/5: loss 0.1234 accuracy 0.9600 val_accuracy …``."""
+    measured = "".join(f" {name} {value:.4f}" for name, value in row.items()
+                       if name not in SHARED_EPOCH_KEYS and isinstance(value, float))  # a workload's epoch_metrics
     return (f"epoch {row['epoch']}/{epochs}: loss {row['train_loss']:.4f} accuracy {row['train_accuracy']:.4f} "
-            f"val_accuracy {row['val_accuracy']:.4f} {row['epoch_seconds']:.1f} s "
+            f"val_accuracy {row['val_accuracy']:.4f}{measured} {row['epoch_seconds']:.1f} s "
             f"{row['samples_per_second']:.0f} samples/s")

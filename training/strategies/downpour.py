@@ -90,6 +90,7 @@ class EvaluationPoint:
     steps: int  # pushed steps (all workers together) since this job started, that complete the point
     train_seconds: float | None = None
     accuracy: float | None = None
+    measures: dict[str, float] = field(default_factory=dict)  # Trainable.epoch_metrics, at epoch ends
 
 
 @dataclass
@@ -275,6 +276,8 @@ class DownpourStrategy:
         for point, snapshot in zip(reached, progress.snapshots, strict=True):
             model.set_weights(unflatten(snapshot, template))
             point.accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
+            if bookkeeping.ends_epoch(point.epoch):
+                point.measures = workload.measure_epoch(model)
         model.set_weights(unflatten(final_parameters, template))
         final_accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
         epochs = _epoch_rows(spec, reached, outcomes, total_steps, training_seconds, final_accuracy,
@@ -355,6 +358,7 @@ def _epoch_rows(spec: RunSpec, reached: list[EvaluationPoint], outcomes: list[di
     for point in ends:
         rows.append(_row(round(point.epoch), outcomes, total_steps * spec.batch_size_per_worker,
                          point.train_seconds - previous_clock, point.accuracy))
+        rows[-1].update(point.measures)
         previous_clock = point.train_seconds
     if len(ends) < spec.epochs and outcomes:  # lost workers: the last epoch was never completed
         # Steps count from this job's start; an end reached by an earlier attempt lies before it.

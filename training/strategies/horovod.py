@@ -106,6 +106,9 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
                                         samples=steps_per_epoch * spec.batch_size_per_worker * size)
             epochs.append(row)
             if rank == 0:
+                measuring_started = time.perf_counter()
+                row.update(workload.measure_epoch(self.model))
+                clock.evaluation_seconds += time.perf_counter() - measuring_started  # off the training clock
                 print(f"[horovod] {bookkeeping.describe_epoch(row, spec.epochs)}", flush=True)
                 checkpoints.save(epoch + 1, checkpoint, {
                     "epochs": epochs,

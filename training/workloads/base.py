@@ -90,6 +90,10 @@ class Trainable:
     # Called by every strategy at the start of each (0-based, absolute) epoch on every worker, before its steps:
     # speaker verification ramps the angular margin of its loss with it. None: nothing to do.
     begin_epoch: Callable[[int], None] | None = None
+    # Measured on the trained model at each epoch's end, off the training clock, by every strategy (one process):
+    # metrics that go into the epoch rows and MLflow's per-epoch curves — speaker verification's development EER,
+    # its time-to-EER clock. None: nothing beyond accuracy.
+    epoch_metrics: Callable[[Any], dict[str, float]] | None = None
 
     def make_loss(self) -> Any:
         if self.loss is not None:
@@ -97,6 +101,11 @@ class Trainable:
         import tensorflow as tf
 
         return tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def measure_epoch(self, model: Any) -> dict[str, float]:
+        """``epoch_metrics`` of ``model`` (the strategies' one call per epoch end), or none."""
+        return {} if self.epoch_metrics is None else {name: float(value)
+                                                       for name, value in self.epoch_metrics(model).items()}
 
     def start_epoch(self, epoch: int) -> None:
         """The strategies' one call per epoch and worker (see ``begin_epoch``)."""

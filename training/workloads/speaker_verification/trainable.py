@@ -77,7 +77,46 @@ def trainable(spec: RunSpec) -> Trainable:
 
     return Trainable(name=spec.workload, num_classes=speakers, build_model=build_model, make_optimizer=adam,
                      load_shard=load_shard, load_split=load_split,
-                     class_names=tuple(clips["class_names"][:speakers]), loss=make_loss, begin_epoch=begin_epoch)
+                     class_names=tuple(clips["class_names"][:speakers]), loss=make_loss, begin_epoch=begin_epoch,
+                     epoch_metrics=development_eer(spec))
+
+
+def development_eer(spec: RunSpec) -> Any:
+    """``epoch_metrics``: ``dev_eer``, the EER of raw cosine scores on every sv_dev trial (enrollment as in the
+    evaluation, no normalisation) — the verification measure of the training clock, for time-to-EER and the
+    learning curves. The sv_dev features and trials are read on the first call (rank 0 only, under Horovod)."""
+    import numpy as np
+
+    loaded: dict[str, Any] = {}
+
+    def measure(model: Any) -> dict[str, float]:
+        from training.datasets import image_records
+        from training.datasets.speaker_clips import read_trials
+        from training.evaluation.speaker_verification import raw_cosine_eer
+        from training.models.speaker_embedding import embedding_model
+        from training.strategies.evaluation_clock import model_inputs
+
+        if not loaded:
+            batch = image_records.read_split(spec.augmented_uri(), "sv_dev")
+            originals = batch.copy == 0
+            trials = read_trials(spec.raw_uri(), "sv_dev")
+            labels = trials.label[trials.condition("all")]
+            loaded.update(index=batch.index[originals], images=batch.images[originals], trials=trials,
+                          measurable=bool(labels.any() and not labels.all()))
+            if not set(np.concatenate([trials.test_clip, *trials.enrollment.values()]).tolist()) <= set(
+                    loaded["index"].tolist()):
+                raise storage.DatasetError(f"{spec.augmented_uri()}: the sv_dev split lacks clips its trials name")
+        if not loaded["measurable"]:  # a corpus too small for targets and non-targets among its sv_dev trials
+            return {}
+        embedder = embedding_model(model)
+        index, images = loaded["index"], loaded["images"]
+        embeddings = np.zeros((int(index.max()) + 1, embedder.output_shape[-1]), np.float32)
+        for start in range(0, len(index), 256):
+            embeddings[index[start:start + 256]] = embedder(model_inputs(images[start:start + 256]),
+                                                            training=False).numpy()
+        return {"dev_eer": raw_cosine_eer(embeddings, loaded["trials"])}
+
+    return measure
 
 
 def spotter_trainable(spec: RunSpec) -> Trainable:
