@@ -75,7 +75,7 @@ bench-kws-generalisation: setup-training  ## keyword spotting on held-out voice 
 bench-sv: setup-training  ## speaker verification: embedding models A and B, their fusion, transfer from a keyword spotter (~25 min)
 	$(TRAINING_BIN)/python bench/speaker_verification.py
 
-bench-sv-scaling: setup-training  ## speaker models A and B: Horovod 1x1, 1x2, Keras 2 threads and the ceiling, time to 60 % speaker accuracy (~30 min)
+bench-sv-scaling: setup-training  ## speaker models A and B: Horovod 1x1, 1x2, Keras 2 threads and the ceiling; time to 60 % speaker accuracy and to a development EER (~30 min)
 	$(TRAINING_BIN)/python bench/scaling.py --workload speaker_verification --embedding-model model_a --target 0.6
 	$(TRAINING_BIN)/python bench/scaling.py --workload speaker_verification --embedding-model model_b --target 0.6
 
