@@ -60,6 +60,19 @@ hadoop-down:  ## stop the four Hadoop daemons (SIGTERM, then SIGKILL after 30 s)
 hadoop-status:  ## one line per Hadoop daemon, HDFS safe mode, live NodeManagers
 	infra/hadoop/hadoop.sh status
 
+# Several hosts on this machine: Hadoop in network namespaces with shaped links (infra/cluster/netns.sh; root).
+.PHONY: cluster-up cluster-down cluster-status
+NODES ?= 3
+LINK ?= 1gbit
+cluster-up: setup-training  ## a master and NODES worker hosts (default 3) in network namespaces, links shaped to LINK (default 1gbit)
+	infra/cluster/netns.sh up $(NODES) $(LINK)
+
+cluster-down:  ## stop the cluster's daemons, remove its namespaces, links, bridge and cgroups (idempotent)
+	infra/cluster/netns.sh down
+
+cluster-status:  ## hosts, addresses, daemons, link rates, CPU quotas, live DataNodes and NodeManagers
+	infra/cluster/netns.sh status
+
 bench: setup-training  ## elastic augmentation vs SciPy, the data pipeline, Horovod scaling, strategies vs Elephas
 	$(TRAINING_BIN)/python bench/elastic_augmentation.py
 	$(TRAINING_BIN)/python bench/data_pipeline.py
@@ -84,4 +97,5 @@ bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elepha
 
 clean:  ## stop Hadoop, remove datasets and stores under var/ (environments and .cache stay)
 	infra/hadoop/hadoop.sh down
+	-infra/cluster/netns.sh down
 	rm -rf var spark-warehouse metastore_db derby.log

@@ -2,8 +2,8 @@
 log-mel) and B (TDNN on MFCC), their equal-weight and logistic-regression fusion, per trial condition, with 95 %
 bootstrap intervals over speakers.
 
-What it runs (plain Keras on both cores, outside the pipeline — the speaker-verification workload's steps and DAG
-are not built yet; this measures the models, the scoring and the fusion they will use):
+What it runs (plain Keras on both cores, outside the pipeline, with the pipeline's models, trial lists, scoring,
+fusion and transfer helpers — training/workloads/speaker_verification/ runs the same through every strategy):
 1. the synthetic corpus (≥ 300 speakers, every word said ``--repetitions`` times), read and checked like ingestion;
 2. speakers split into sv_train / sv_dev / sv_eval by Speech Commands' sha1 rule (training.evaluation.trials);
 3. log-mel and MFCC maps of every clip; A and B trained as speaker classifiers on sv_train with the additive

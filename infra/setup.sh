@@ -47,6 +47,8 @@ install_debian_packages() {
   local wanted=(libkrb5-dev openjdk-17-jre-headless g++ cmake make procps)
   # Maven resolves the pinned Apache Hadoop jars from Maven Central (infra/hadoop/resolve.sh).
   wanted+=(maven)
+  # The cluster of several hosts in network namespaces (infra/cluster/netns.sh): ip/tc, unshare/nsenter, curl.
+  wanted+=(iproute2 util-linux curl)
   # Offline TTS engines and voices for the synthetic Speech Commands corpus (training/datasets/speech_synthesis.py,
   # whose docstring says which voices are used and why others are not): English and foreign-accented families.
   wanted+=(espeak-ng espeak flite sox libttspico-utils librhvoice5 rhvoice-english)
