@@ -34,7 +34,7 @@ def namespaces() -> set[str]:
 
 
 def our_daemons() -> list[str]:
-    found = subprocess.run(["pgrep", "-af", f"-Dcloudburst.cluster={REPO_ROOT}"], capture_output=True, text=True,
+    found = subprocess.run(["pgrep", "-af", "--", f"-Dcloudburst.cluster={REPO_ROOT}"], capture_output=True, text=True,
                            check=False).stdout
     return [line for line in found.splitlines() if "java" in line]
 
@@ -90,7 +90,7 @@ def test_two_worker_hosts_hold_every_block_twice_and_run_a_nodemanager_each(two_
     for block in locations:  # replication 2 on two hosts: every block on both
         assert sorted(name.split(":")[0] for name in block["names"]) == sorted(WORKERS.values()), block
     nodes = get_json(f"http://{MASTER}:8088/ws/v1/cluster/nodes?states=RUNNING")["nodes"]["node"]
-    assert sorted(node["nodeHostName"] for node in nodes) == sorted(WORKERS.values())
+    assert sorted(node["nodeHostName"] for node in nodes) == sorted(WORKERS)  # each host by its own name
     assert {node["totalResource"]["vCores"] for node in nodes} == {2}
 
 

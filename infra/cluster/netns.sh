@@ -72,7 +72,7 @@ main_class() {
         nodemanager) echo org.apache.hadoop.yarn.server.nodemanager.NodeManager ;;
     esac
 }
-daemon_heap() { case "$1" in namenode) echo 384m ;; datanode) echo 256m ;; resourcemanager) echo 512m ;; nodemanager) echo 384m ;; esac; }
+daemon_heap() { case "$1" in namenode) echo 384m ;; resourcemanager) echo 512m ;; nodemanager) echo 384m ;; *) echo 256m ;; esac; }
 
 # A link rate tc understands and a burst for it: 10 ms worth of bytes (at least 32 KiB), so tbf never starves
 # a fast link for want of tokens between timer ticks.
@@ -344,9 +344,12 @@ cmd_up() {
 
 cmd_down() {
     local host started=$SECONDS
+    # Worker hosts first and side by side (a NodeManager may take ~17 s to stop), then the master.
     for host in $(pgrep -af -- "-Dcloudburst.cluster=$ROOT" 2>/dev/null | grep -o -- "-Dcloudburst.host=[^ ]*" | cut -d= -f2 | sort -u); do
-        stop_host_daemons "$host"
+        [[ "$host" == "$PREFIX-master" ]] || stop_host_daemons "$host" &
     done
+    wait
+    stop_host_daemons "$PREFIX-master"
     remove_cgroups
     remove_network
     rm -f "$STATE"
