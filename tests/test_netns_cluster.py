@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -134,6 +135,53 @@ def test_a_link_carries_about_its_shaped_rate(two_hosts):
     megabits_per_second = received * 8 / seconds / 1e6
     assert received == 25_000_000
     assert 60 < megabits_per_second < 105, megabits_per_second
+
+
+def link_bytes(host: str) -> int:
+    """Bytes through a host's link so far, both directions (the bridge end of its veth pair)."""
+    statistics = Path(f"/sys/class/net/v-{host}/statistics")
+    return int((statistics / "rx_bytes").read_text()) + int((statistics / "tx_bytes").read_text())
+
+
+@pytest.mark.timeout(1500)
+def test_downpour_trains_on_both_hosts_through_yarn_and_its_traffic_crosses_their_links(two_hosts, tmp_path):
+    """The pipeline unchanged, as a user runs it with the cluster's client settings (netns.sh env): MNIST ingest →
+    augment → shard on HDFS + YARN, then Downpour with nodes=2 — one worker on each host, the parameter server on
+    this side. Its parameter traffic crosses the two shaped links: the links carry at least the bytes_moved it
+    counts."""
+    import mlflow
+
+    from training.config import RunSpec
+
+    archive = cluster("spark-archive", timeout=900)
+    assert archive.returncode == 0, archive.stderr
+    exported = cluster("env", timeout=30).stdout
+    environment = {**os.environ, "CLOUDBURST_SPARK_PROGRESS": "false"}
+    for line in exported.splitlines():
+        name, value = line.removeprefix("export ").split("=", 1)
+        environment[name] = value.strip("'")
+    assert environment["CLOUDBURST_SPARK_YARN_ARCHIVE"].startswith(f"hdfs://{MASTER}:8020/")
+    spec = RunSpec(train_limit=600, test_limit=200, nodes=2, workers_per_node=1, strategy="downpour", epochs=2,
+                   batch_size_per_worker=32, spark_master="yarn", run_name="netns-downpour",
+                   data_root=f"{environment['CLOUDBURST_HDFS_URI']}/cloudburst-tests/netns-{os.getpid()}",
+                   tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    command = str(Path(sys.executable).parent / "cloudburst")
+    before: dict[str, int] = {}
+    for step in ("ingest", "augment", "shard", "train"):
+        if step == "train":
+            before = {host: link_bytes(host) for host in WORKERS}
+        result = subprocess.run([command, step, *spec.to_args()], capture_output=True, text=True, timeout=900,
+                                env=environment, check=False)
+        assert result.returncode == 0, f"{step}:\n{result.stderr[-4000:]}"
+    carried = {host: link_bytes(host) - before[host] for host in WORKERS}
+    client = mlflow.MlflowClient(spec.tracking_uri)
+    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id])
+    assert run.data.tags["spark_master"] == "yarn"
+    moved = run.data.metrics["bytes_moved"]
+    print(f"bytes_moved {moved / 1e6:.1f} MB; on the links: " +
+          ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items()))
+    assert moved > 0 and sum(carried.values()) >= 0.9 * moved
+    assert all(count >= 0.3 * moved for count in carried.values()), carried  # a worker on each host
 
 
 def test_down_removes_everything_and_is_idempotent(two_hosts):

@@ -17,6 +17,8 @@
 #                                              when everything runs, 3 otherwise
 #   infra/cluster/netns.sh env                 export lines for clients on this (the host's) side:
 #                                              HADOOP_CONF_DIR, CLOUDBURST_HDFS_URI, CLOUDBURST_WEBHDFS_PORT, ...
+#   infra/cluster/netns.sh spark-archive       put pyspark's jars on the cluster's HDFS once (spark.yarn.archive;
+#                                              `env` then exports CLOUDBURST_SPARK_YARN_ARCHIVE)
 #   infra/cluster/netns.sh exec HOST CMD...    run CMD inside a host's namespace (e.g. to kill its daemons)
 #
 # Addresses: the bridge cb-br0 holds 10.77.0.1 on this side (Airflow, MLflow, Spark drivers reach the cluster
@@ -352,7 +354,7 @@ cmd_down() {
     stop_host_daemons "$PREFIX-master"
     remove_cgroups
     remove_network
-    rm -f "$STATE"
+    rm -f "$STATE" "$VAR/spark-archive.uri"
     echo "Cluster down in $((SECONDS - started)) s (namespaces, links, bridge, cgroups removed; data kept in var/cluster)."
 }
 
@@ -398,7 +400,47 @@ cmd_env() {
     echo "export CLOUDBURST_HDFS_URI='hdfs://$MASTER_ADDRESS:${PORT[HDFS_PORT]}'"
     echo "export CLOUDBURST_WEBHDFS_PORT='${PORT[WEBHDFS_PORT]}'"
     echo "export CLOUDBURST_YARN_WEB='$MASTER_ADDRESS:${PORT[RM_WEB_PORT]}'"
-    echo "export CLOUDBURST_CLUSTER_DRIVER_HOST='$HOST_SIDE'"
+    echo "export CLOUDBURST_SPARK_DRIVER_HOST='$HOST_SIDE'"
+    [[ -f "$VAR/spark-archive.uri" ]] && echo "export CLOUDBURST_SPARK_YARN_ARCHIVE='$(<"$VAR/spark-archive.uri")'"
+    return 0
+}
+
+# spark.yarn.archive for the cluster: pyspark's jars in one stored zip (infra/hadoop/hadoop.sh makes the same one
+# under .cache/spark), put on the cluster's HDFS once, so YARN localizes it once per host instead of spark-submit
+# uploading ~320 MB for every application.
+cmd_spark_archive() {
+    local python="$ROOT/.venv/training/bin/python" jars version zip name dest location status
+    [[ -x "$python" ]] || die "no training environment (make setup-training)"
+    read -r version jars < <("$python" -c 'import os, pyspark; print(pyspark.__version__, os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+    name="spark-jars-$version.zip"
+    zip="$ROOT/.cache/spark/$name"
+    dest="/cloudburst-system/spark/$name"
+    if [[ ! -f "$zip" ]]; then
+        mkdir -p "$(dirname "$zip")"
+        "$python" - "$jars" "$zip.tmp.$$" <<'PY'
+import os, sys, zipfile
+with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_STORED) as archive:
+    for name in sorted(os.listdir(sys.argv[1])):
+        if name.endswith(".jar"):
+            archive.write(os.path.join(sys.argv[1], name), name)
+PY
+        mv -f "$zip.tmp.$$" "$zip"
+    fi
+    local webhdfs="$(namenode_url)/webhdfs/v1"
+    status="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "$webhdfs$dest?op=GETFILESTATUS&user.name=root")" || status=000
+    if [[ "$status" == 404 ]]; then
+        echo "uploading ${zip#"$ROOT/"} ($(($(stat -c %s "$zip") / 1048576)) MB) to the cluster's HDFS ..."
+        curl -fsS --max-time 10 -X PUT "$webhdfs/cloudburst-system/spark?op=MKDIRS&user.name=root" >/dev/null
+        location="$(curl -fsS --max-time 10 -X PUT -o /dev/null -w '%{redirect_url}'             "$webhdfs$dest._COPYING_?op=CREATE&overwrite=true&user.name=root")"
+        [[ -n "$location" ]] || die "WebHDFS CREATE gave no redirect"
+        curl -fsS --max-time 600 -X PUT -T "$zip" -H 'Content-Type: application/octet-stream' "$location" >/dev/null
+        curl -fsS --max-time 10 -X PUT "$webhdfs$dest._COPYING_?op=RENAME&destination=$dest&user.name=root" | grep -q true \
+            || die "WebHDFS RENAME of the archive failed"
+    elif [[ "$status" != 200 ]]; then
+        die "WebHDFS GETFILESTATUS $dest answered HTTP $status (is the cluster up? $0 status)"
+    fi
+    echo "hdfs://$MASTER_ADDRESS:${PORT[HDFS_PORT]}$dest" >"$VAR/spark-archive.uri"
+    echo "Spark archive on the cluster: $(<"$VAR/spark-archive.uri")"
 }
 
 case "${1:-}" in
@@ -406,6 +448,7 @@ case "${1:-}" in
     down) cmd_down ;;
     status) cmd_status ;;
     env) cmd_env ;;
+    spark-archive) cmd_spark_archive ;;
     exec) shift; host="${1:?host}"; shift; exec ip netns exec "$host" "$@" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

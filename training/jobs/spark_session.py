@@ -103,6 +103,11 @@ def cluster_settings(master: str, spec: RunSpec | None) -> dict[str, str]:
             "spark.dynamicAllocation.enabled": "false",
         }
     settings["spark.executor.memory"] = os.environ.get("CLOUDBURST_SPARK_EXECUTOR_MEMORY", "2g")
+    if os.environ.get("CLOUDBURST_SPARK_DRIVER_HOST"):
+        # The address executors (and Downpour's workers) reach the driver at, when the machine's host name does
+        # not lead there: the namespace cluster's hosts see this side only as its bridge address.
+        settings["spark.driver.host"] = os.environ["CLOUDBURST_SPARK_DRIVER_HOST"]
+        settings["spark.driver.bindAddress"] = os.environ["CLOUDBURST_SPARK_DRIVER_HOST"]
     if master.startswith("yarn") and os.environ.get("CLOUDBURST_SPARK_YARN_ARCHIVE"):
         settings["spark.yarn.archive"] = os.environ["CLOUDBURST_SPARK_YARN_ARCHIVE"]
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
