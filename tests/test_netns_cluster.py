@@ -144,11 +144,13 @@ def link_bytes(host: str) -> int:
 
 
 @pytest.mark.timeout(1500)
-def test_downpour_trains_on_both_hosts_through_yarn_and_its_traffic_crosses_their_links(two_hosts, tmp_path):
+@pytest.mark.parametrize("strategy", ["downpour", "horovod"])
+def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_links(two_hosts, tmp_path,
+                                                                                       strategy):
     """The pipeline unchanged, as a user runs it with the cluster's client settings (netns.sh env): MNIST ingest →
-    augment → shard on HDFS + YARN, then Downpour with nodes=2 — one worker on each host, the parameter server on
-    this side. Its parameter traffic crosses the two shaped links: the links carry at least the bytes_moved it
-    counts."""
+    augment → shard on HDFS + YARN, then training with nodes=2, one worker on each host. Downpour (its parameter
+    server on this side): the links carry at least the bytes_moved it counts. Horovod: the Gloo ring between the
+    two hosts carries at least each step's gradients both ways."""
     import mlflow
 
     from training.config import RunSpec
@@ -161,13 +163,13 @@ def test_downpour_trains_on_both_hosts_through_yarn_and_its_traffic_crosses_thei
         name, value = line.removeprefix("export ").split("=", 1)
         environment[name] = value.strip("'")
     assert environment["CLOUDBURST_SPARK_YARN_ARCHIVE"].startswith(f"hdfs://{MASTER}:8020/")
-    spec = RunSpec(train_limit=600, test_limit=200, nodes=2, workers_per_node=1, strategy="downpour", epochs=2,
-                   batch_size_per_worker=32, spark_master="yarn", run_name="netns-downpour",
+    spec = RunSpec(train_limit=600, test_limit=200, nodes=2, workers_per_node=1, strategy=strategy, epochs=2,
+                   batch_size_per_worker=32, spark_master="yarn", run_name=f"netns-{strategy}",
                    data_root=f"{environment['CLOUDBURST_HDFS_URI']}/cloudburst-tests/netns-{os.getpid()}",
                    tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
     command = str(Path(sys.executable).parent / "cloudburst")
     before: dict[str, int] = {}
-    for step in ("ingest", "augment", "shard", "train"):
+    for step in ("ingest", "augment", "shard", "train"):  # the data steps find theirs published the second time
         if step == "train":
             before = {host: link_bytes(host) for host in WORKERS}
         result = subprocess.run([command, step, *spec.to_args()], capture_output=True, text=True, timeout=900,
@@ -177,10 +179,16 @@ def test_downpour_trains_on_both_hosts_through_yarn_and_its_traffic_crosses_thei
     client = mlflow.MlflowClient(spec.tracking_uri)
     [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id])
     assert run.data.tags["spark_master"] == "yarn"
-    moved = run.data.metrics["bytes_moved"]
-    print(f"bytes_moved {moved / 1e6:.1f} MB; on the links: " +
+    if strategy == "downpour":
+        moved = run.data.metrics["bytes_moved"]
+        assert moved > 0 and sum(carried.values()) >= 0.9 * moved
+    else:  # ring all-reduce of two: each worker sends and receives its gradients (float32) every step
+        from training.workloads import workload_for
+
+        parameters = workload_for(spec).build_model().count_params()
+        moved = 2 * 4 * parameters * int(run.data.tags["steps_per_epoch"]) * spec.epochs
+    print(f"{strategy}: {moved / 1e6:.1f} MB moved; on the links: " +
           ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items()))
-    assert moved > 0 and sum(carried.values()) >= 0.9 * moved
     assert all(count >= 0.3 * moved for count in carried.values()), carried  # a worker on each host
 
 
@@ -189,7 +197,7 @@ def test_down_removes_everything_and_is_idempotent(two_hosts):
     assert down.returncode == 0, down.stderr
     assert namespaces() == set() and our_daemons() == []
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True, check=True).stdout
-    assert "cb-br0" not in links and "v-cb-" not in links
+    assert " cb0:" not in links and "v-cb-" not in links
     assert not list(Path("/sys/fs/cgroup/cpu").glob("cloudburst-cb-*"))
     assert not list(Path("/etc/netns").glob("cb-*")) if Path("/etc/netns").exists() else True
     again = cluster("down", timeout=60)

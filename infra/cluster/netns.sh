@@ -21,7 +21,7 @@
 #                                              `env` then exports CLOUDBURST_SPARK_YARN_ARCHIVE)
 #   infra/cluster/netns.sh exec HOST CMD...    run CMD inside a host's namespace (e.g. to kill its daemons)
 #
-# Addresses: the bridge cb-br0 holds 10.77.0.1 on this side (Airflow, MLflow, Spark drivers reach the cluster
+# Addresses: the bridge cb0 holds 10.77.0.1 on this side (Airflow, MLflow, Spark drivers reach the cluster
 # through it); cb-master is 10.77.0.10, cb-node<i> 10.77.0.<10+i>. Each host has its own namespace, address,
 # hostname (a UTS namespace per daemon) and /etc/hosts (ip netns exec bind-mounts /etc/netns/<host>/hosts).
 # Compute: each worker host's processes (its daemons and every YARN container they start) share one cgroup with
@@ -36,7 +36,9 @@ TEMPLATES="$ROOT/infra/hadoop/conf"
 VAR="$ROOT/var/cluster"
 STATE="$VAR/cluster.env"
 PREFIX=cb
-BRIDGE=cb-br0
+# The bridge on this side and each host's interface share one name: Horovod on Spark takes the rendezvous
+# address of the driver (this side) from the interface name the tasks have in common.
+BRIDGE=cb0
 SUBNET=10.77.0
 HOST_SIDE="$SUBNET.1"
 MASTER_ADDRESS="$SUBNET.10"
@@ -109,14 +111,14 @@ make_network() {
         outside="v-$host"
         ip netns list | grep -qx "$host\( .*\)\?" || ip netns add "$host"
         if ! ip link show "$outside" >/dev/null 2>&1; then
-            ip link add "$outside" type veth peer name eth0 netns "$host"
+            ip link add "$outside" type veth peer name "$BRIDGE" netns "$host"
             ip link set "$outside" master "$BRIDGE" up
-            ip -n "$host" addr add "$address/24" dev eth0
+            ip -n "$host" addr add "$address/24" dev "$BRIDGE"
         fi
         ip -n "$host" link set lo up
-        ip -n "$host" link set eth0 up
+        ip -n "$host" link set "$BRIDGE" up
         tc qdisc replace dev "$outside" root tbf rate "$link" burst "$LINK_BURST" latency 50ms
-        ip netns exec "$host" tc qdisc replace dev eth0 root tbf rate "$link" burst "$LINK_BURST" latency 50ms
+        ip netns exec "$host" tc qdisc replace dev "$BRIDGE" root tbf rate "$link" burst "$LINK_BURST" latency 50ms
         mkdir -p "/etc/netns/$host"
         write_hosts_file "$nodes" >"/etc/netns/$host/hosts"
     done
