@@ -143,41 +143,51 @@ def link_bytes(host: str) -> int:
     return int((statistics / "rx_bytes").read_text()) + int((statistics / "tx_bytes").read_text())
 
 
-@pytest.mark.timeout(1500)
-@pytest.mark.parametrize("strategy", ["downpour", "horovod"])
-def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_links(two_hosts, tmp_path,
-                                                                                       strategy):
-    """The pipeline unchanged, as a user runs it with the cluster's client settings (netns.sh env): MNIST ingest →
-    augment → shard on HDFS + YARN, then training with nodes=2, one worker on each host. Downpour (its parameter
-    server on this side): the links carry at least the bytes_moved it counts. Horovod: the Gloo ring between the
-    two hosts carries at least each step's gradients both ways."""
-    import mlflow
-
+@pytest.fixture(scope="module")
+def mnist_on_cluster(two_hosts, tmp_path_factory):
+    """The cluster's client settings (netns.sh env, after spark-archive) and an MNIST slice ingested, augmented and
+    sharded on its HDFS through YARN, as a user runs the steps: (environment, spec)."""
     from training.config import RunSpec
 
     archive = cluster("spark-archive", timeout=900)
     assert archive.returncode == 0, archive.stderr
-    exported = cluster("env", timeout=30).stdout
     environment = {**os.environ, "CLOUDBURST_SPARK_PROGRESS": "false"}
-    for line in exported.splitlines():
+    for line in cluster("env", timeout=30).stdout.splitlines():
         name, value = line.removeprefix("export ").split("=", 1)
         environment[name] = value.strip("'")
     assert environment["CLOUDBURST_SPARK_YARN_ARCHIVE"].startswith(f"hdfs://{MASTER}:8020/")
-    spec = RunSpec(train_limit=600, test_limit=200, nodes=2, workers_per_node=1, strategy=strategy, epochs=2,
-                   batch_size_per_worker=32, spark_master="yarn", run_name=f"netns-{strategy}",
-                   data_root=f"{environment['CLOUDBURST_HDFS_URI']}/cloudburst-tests/netns-{os.getpid()}",
-                   tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    spec = RunSpec(train_limit=600, test_limit=200, nodes=2, workers_per_node=1, epochs=2, batch_size_per_worker=32,
+                   spark_master="yarn", data_root=f"{environment['CLOUDBURST_HDFS_URI']}/cloudburst-tests/"
+                   f"netns-{os.getpid()}", tracking_uri=f"sqlite:///{tmp_path_factory.mktemp('mlflow')}/mlflow.db")
+    for step in ("ingest", "augment", "shard"):
+        step_on_cluster(step, spec, environment)
+    return environment, spec
+
+
+def step_on_cluster(step: str, spec, environment: dict[str, str]) -> str:
     command = str(Path(sys.executable).parent / "cloudburst")
-    before: dict[str, int] = {}
-    for step in ("ingest", "augment", "shard", "train"):  # the data steps find theirs published the second time
-        if step == "train":
-            before = {host: link_bytes(host) for host in WORKERS}
-        result = subprocess.run([command, step, *spec.to_args()], capture_output=True, text=True, timeout=900,
-                                env=environment, check=False)
-        assert result.returncode == 0, f"{step}:\n{result.stderr[-4000:]}"
+    result = subprocess.run([command, step, *spec.to_args()], capture_output=True, text=True, timeout=900,
+                            env=environment, check=False)
+    assert result.returncode == 0, f"{step}:\n{result.stderr[-4000:]}"
+    return result.stdout + result.stderr
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("strategy", ["downpour", "horovod"])
+def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_links(mnist_on_cluster, strategy):
+    """The pipeline unchanged, with the cluster's client settings: training with nodes=2, one worker on each host.
+    Downpour (its parameter server on this side): the links carry at least the bytes_moved it counts. Horovod: the
+    Gloo ring between the two hosts carries at least each step's gradients both ways."""
+    import mlflow
+
+    environment, data = mnist_on_cluster
+    spec = data.with_changes(strategy=strategy, run_name=f"netns-{strategy}")
+    before = {host: link_bytes(host) for host in WORKERS}
+    step_on_cluster("train", spec, environment)
     carried = {host: link_bytes(host) - before[host] for host in WORKERS}
     client = mlflow.MlflowClient(spec.tracking_uri)
-    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id])
+    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id],
+                               f"tags.mlflow.runName LIKE '%{spec.run_name}'")
     assert run.data.tags["spark_master"] == "yarn"
     if strategy == "downpour":
         moved = run.data.metrics["bytes_moved"]
@@ -190,6 +200,56 @@ def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_
     print(f"{strategy}: {moved / 1e6:.1f} MB moved; on the links: " +
           ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items()))
     assert all(count >= 0.3 * moved for count in carried.values()), carried  # a worker on each host
+
+
+def live_datanodes() -> int:
+    state = get_json(f"http://{MASTER}:9870/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState")
+    return int(state["beans"][0]["NumLiveDataNodes"])
+
+
+@pytest.mark.timeout(900)
+def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mnist_on_cluster):
+    """Fault: one worker host's DataNode killed (SIGKILL). The NameNode declares it dead (heartbeat recheck 10 s
+    on this cluster: within about a minute), every dataset file and checkpoint still reads from the other
+    replica, and re-running the shard step finds its dataset published and changes nothing. `up` heals it."""
+    from training import sharding, storage
+
+    environment, spec = mnist_on_cluster
+    os.environ.setdefault("CLOUDBURST_WEBHDFS_PORT", environment["CLOUDBURST_WEBHDFS_PORT"])
+    published = storage.require_manifest(spec.shards_uri())
+    victim = "cb-node2"
+    [pid] = [line.split()[0] for line in our_daemons()
+             if f"-Dcloudburst.host={victim} " in line + " " and "-Dproc_datanode" in line]
+    killed = time.monotonic()
+    os.kill(int(pid), 9)
+    while live_datanodes() > 1:
+        assert time.monotonic() - killed < 180, "the NameNode still counts the killed DataNode as live"
+        time.sleep(2)
+    detected = time.monotonic() - killed
+    # The NameNode drops the dead node's replicas on its next heartbeat check (up to 10 s later). Until then a
+    # WebHDFS read may be sent to the dead DataNode: Python's WebHDFS reads do not fail over between replicas the
+    # way Hadoop's own client does (the JVM steps on YARN do), so reading starts once the replicas are gone.
+    where = storage.resolve(spec.shards_uri())
+    files = [path for path in where.fs.find(where.path) if path.endswith(".parquet")]
+    victim_address = WORKERS[victim]
+    while any(victim_address in json.dumps(get_json(f"http://{MASTER}:9870/webhdfs/v1{path}?op=GETFILEBLOCKLOCATIONS"
+                                                    "&user.name=root")) for path in files):
+        assert time.monotonic() - killed < 240, "the dead DataNode's replicas are still listed"
+        time.sleep(2)
+    dropped = time.monotonic() - killed
+    for rank in range(spec.total_workers):  # every shard, every byte, from the surviving replica
+        batch = sharding.read_worker_images(spec.shards_uri(), rank, spec.total_workers)
+        assert len(batch.labels) > 0
+    for uri in (spec.raw_uri(), spec.augmented_uri(), spec.shards_uri()):
+        where = storage.resolve(uri)
+        for path in where.fs.find(where.path):
+            assert len(where.fs.cat_file(path)) >= 0
+    step_on_cluster("shard", spec, environment)  # a re-run: already published, nothing written
+    assert storage.require_manifest(spec.shards_uri()) == published
+    healed = cluster("up", "2", "100mbit")
+    assert healed.returncode == 0 and live_datanodes() == 2, healed.stdout + healed.stderr
+    print(f"DataNode on {victim} killed: declared dead after {detected:.0f} s, its replicas dropped after "
+          f"{dropped:.0f} s; nothing lost; healed by up")
 
 
 def test_down_removes_everything_and_is_idempotent(two_hosts):

@@ -156,7 +156,7 @@ make_cgroups() {
         CGROUPS=off
         return 0
     fi
-    cores="$(nproc)"
+    cores="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"  # nproc obeys OpenMP's variables, set by training
     quota=$((cores * 100000 / nodes))
     for host in $(worker_hosts "$nodes"); do
         group="$(cgroup_of "$host")"
@@ -200,6 +200,10 @@ render_config() {
         if grep -q '@@[A-Z_]*@@' "$out.tmp"; then die "unfilled placeholder in $out.tmp"; fi
         mv -f "$out.tmp" "$out"
     done
+    # A stopped DataNode is declared dead after 2 × recheck + 10 × heartbeat: 50 s instead of Hadoop's 10.5 min,
+    # so a lost host's blocks are read from their other replica within a minute.
+    sed -i 's|</configuration>|  <property><name>dfs.namenode.heartbeat.recheck-interval</name><value>10000</value></property>\n</configuration>|' \
+        "$dir/conf/hdfs-site.xml"
 }
 
 # ------------------------------------------------------------------------------------------------ daemons
