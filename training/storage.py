@@ -282,7 +282,16 @@ def publish(
         if winner is not None and winner.get("kind") == kind and winner.get("recipe") == recipe:
             _remove(where, staging.path)
             return winner, False
-        _replace(where, staging)
+        try:
+            _replace(where, staging)
+        except OSError:
+            # Another publisher renamed its copy into place between the check above and this rename (a local
+            # rename onto a directory that is no longer empty fails): keep the first copy, as above.
+            winner = None if overwrite else read_manifest(destination)
+            if winner is None or winner.get("kind") != kind or winner.get("recipe") != recipe:
+                raise
+            _remove(where, staging.path)
+            return winner, False
     return manifest, True
 
 
