@@ -68,14 +68,8 @@ host_address() {   # cb-master -> 10.77.0.10, cb-node3 -> 10.77.0.13
 }
 worker_hosts() { local i; for ((i = 1; i <= $1; i++)); do echo "$PREFIX-node$i"; done; }
 daemons_of() { if [[ "$1" == "$PREFIX-master" ]]; then echo namenode resourcemanager; else echo datanode nodemanager; fi; }
-main_class() {
-    case "$1" in
-        namenode) echo org.apache.hadoop.hdfs.server.namenode.NameNode ;;
-        datanode) echo org.apache.hadoop.hdfs.server.datanode.DataNode ;;
-        resourcemanager) echo org.apache.hadoop.yarn.server.resourcemanager.ResourceManager ;;
-        nodemanager) echo org.apache.hadoop.yarn.server.nodemanager.NodeManager ;;
-    esac
-}
+# shellcheck source=infra/hadoop/daemons.sh
+source "$ROOT/infra/hadoop/daemons.sh"
 daemon_heap() { case "$1" in namenode) echo 384m ;; resourcemanager) echo 512m ;; nodemanager) echo 384m ;; *) echo 256m ;; esac; }
 
 # A link rate tc understands and a burst for it: 10 ms worth of bytes (at least 32 KiB), so tbf never starves
@@ -323,7 +317,6 @@ cmd_up() {
     check_link "$link"
     require_tools
     if [[ -f "$STATE" ]]; then
-        # shellcheck disable=SC1090
         local running_nodes running_link
         running_nodes="$(sed -n 's/^NODES=//p' "$STATE")" running_link="$(sed -n 's/^LINK=//p' "$STATE")"
         if ip netns list | grep -q "^$PREFIX-master" && [[ "$running_nodes" != "$nodes" ]]; then
@@ -432,7 +425,8 @@ with zipfile.ZipFile(sys.argv[2], "w", zipfile.ZIP_STORED) as archive:
 PY
         mv -f "$zip.tmp.$$" "$zip"
     fi
-    local webhdfs="$(namenode_url)/webhdfs/v1"
+    local webhdfs
+    webhdfs="$(namenode_url)/webhdfs/v1"
     status="$(curl -sS -o /dev/null -w '%{http_code}' --max-time 10 "$webhdfs$dest?op=GETFILESTATUS&user.name=root")" || status=000
     if [[ "$status" == 404 ]]; then
         echo "uploading ${zip#"$ROOT/"} ($(($(stat -c %s "$zip") / 1048576)) MB) to the cluster's HDFS ..."

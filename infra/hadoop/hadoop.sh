@@ -67,14 +67,8 @@ daemon_ports() {
     esac
 }
 
-main_class() {
-    case "$1" in
-        namenode) echo org.apache.hadoop.hdfs.server.namenode.NameNode ;;
-        datanode) echo org.apache.hadoop.hdfs.server.datanode.DataNode ;;
-        resourcemanager) echo org.apache.hadoop.yarn.server.resourcemanager.ResourceManager ;;
-        nodemanager) echo org.apache.hadoop.yarn.server.nodemanager.NodeManager ;;
-    esac
-}
+# shellcheck source=infra/hadoop/daemons.sh
+source "$HERE/daemons.sh"
 
 # Heaps sized for a dev box: 1.5 GB of heap at most in all; measured ~1.2 GB RSS for the four after Spark jobs.
 # CLOUDBURST_<DAEMON>_HEAP (e.g. CLOUDBURST_NAMENODE_HEAP=1g) overrides one.
