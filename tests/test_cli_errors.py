@@ -66,3 +66,30 @@ def test_every_job_entry_point_rejects_a_bad_setting_in_one_line(job, tmp_path):
 ])
 def test_other_bad_input_is_one_line(arguments, tmp_path):
     assert_one_line_error(run(["-m", "training.cli", *arguments], tmp_path), tmp_path)
+
+
+@pytest.mark.spark
+def test_a_failed_spark_job_is_reported_as_its_root_cause_in_one_line(spark, caplog):
+    """A Spark action whose tasks fail (here: every attempt divides by zero) ends the step with one line naming the
+    innermost Java exception (it carries the Python worker's error), exit status 1, no Python traceback."""
+    from training.jobs.command_line import run_reporting_errors
+
+    def failing_job() -> None:
+        spark.sparkContext.parallelize([1], 1).map(lambda value: value / 0).collect()
+
+    with caplog.at_level("ERROR", logger="cloudburst"):
+        assert run_reporting_errors(failing_job) == 1
+    [record] = [record for record in caplog.records if record.name == "cloudburst"]
+    message = record.getMessage()
+    assert message.startswith("the Spark job failed: ") and "ZeroDivisionError" in message
+    assert "\n" not in message
+
+
+def test_an_error_that_is_not_spark_keeps_its_traceback():
+    from training.jobs.command_line import run_reporting_errors
+
+    def broken() -> None:
+        raise KeyError("a bug")
+
+    with pytest.raises(KeyError):
+        run_reporting_errors(broken)

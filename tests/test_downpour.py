@@ -1,4 +1,4 @@
-"""Downpour SGD end to end: real worker processes in Spark barrier tasks, the parameter server in the driver,
+"""Downpour SGD end to end: real worker processes in Spark tasks, the parameter server in the driver,
 on a small slice of the real MNIST; a worker killed mid-run, and a killed job resumed from its checkpoint."""
 
 from __future__ import annotations
@@ -121,20 +121,32 @@ def test_a_killed_worker_is_recorded_and_the_others_finish(spark, small_spec):
     assert Path(storage.resolve(result.model_uri).path).is_file()
 
 
-def test_server_checkpoint_round_trips_parameters_adagrad_state_and_snapshots(tmp_path):
+def test_server_checkpoint_round_trips_parameters_adagrad_state_and_snapshots_each_written_once(tmp_path):
     initial = np.linspace(-1, 1, 11, dtype=np.float32)
+    run_uri = storage.to_uri(str(tmp_path / "run"))
+    snapshots = tmp_path / "run" / "checkpoints" / "snapshots"
     with ParameterServer(initial, 2, b"secret", learning_rate=0.1) as server:
         for shard in server.shards:
             shard.apply(np.ones(shard.parameters.size, np.float32))
-        progress = Progress(points=evaluation_points(10, 2, 0, 1), snapshots=[server.parameters()])
-        ServerCheckpoint(server, progress).write(str(tmp_path / "state"))
+        progress = Progress(points=evaluation_points(10, 2, 0, 2), snapshots=[server.parameters()])
+        state = ServerCheckpoint(server, progress, run_uri)
+        state.write(str(tmp_path / "first"))
+        first_written = (snapshots / "point-00000.npy").stat().st_mtime_ns
+        progress.snapshots.append(server.parameters() * 2)
+        state.write(str(tmp_path / "second"))  # only the new snapshot is written
+        assert sorted(path.name for path in snapshots.iterdir()) == ["point-00000.npy", "point-00001.npy"]
+        assert (snapshots / "point-00000.npy").stat().st_mtime_ns == first_written
         saved = server.state()
     with ParameterServer(initial, 2, b"secret", learning_rate=0.1) as restored_server:
         restored = Progress(points=[])
-        ServerCheckpoint(restored_server, restored).read(str(tmp_path / "state"))
+        ServerCheckpoint(restored_server, restored, run_uri).read(str(tmp_path / "first"))
+        assert len(restored.snapshots) == 1  # the first checkpoint counts one snapshot, though two are written
+        ServerCheckpoint(restored_server, restored, run_uri).read(str(tmp_path / "second"))
         for key, value in saved.items():
             assert np.array_equal(restored_server.state()[key], value), key
-        assert len(restored.snapshots) == 1 and np.array_equal(restored.snapshots[0], progress.snapshots[0])
+        assert len(restored.snapshots) == 2
+        for got, expected in zip(restored.snapshots, progress.snapshots, strict=True):
+            assert np.array_equal(got, expected)
 
 
 def test_evaluation_points_split_every_epoch_evenly_in_pushed_steps():

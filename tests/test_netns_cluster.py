@@ -209,9 +209,10 @@ def live_datanodes() -> int:
 
 @pytest.mark.timeout(900)
 def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mnist_on_cluster):
-    """Fault: one worker host's DataNode killed (SIGKILL). The NameNode declares it dead (heartbeat recheck 10 s
-    on this cluster: within about a minute), every dataset file and checkpoint still reads from the other
-    replica, and re-running the shard step finds its dataset published and changes nothing. `up` heals it."""
+    """Fault: one worker host's DataNode killed (SIGKILL). At once, while the NameNode still names it, every dataset
+    file reads byte for byte (Python's WebHDFS client skips the dead DataNode for the other replica, as Hadoop's
+    does) and re-running the shard step finds its dataset published and changes nothing. The NameNode declares
+    it dead within about a minute (heartbeat recheck 10 s on this cluster). `up` heals it."""
     from training import sharding, storage
 
     environment, spec = mnist_on_cluster
@@ -222,22 +223,7 @@ def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mni
              if f"-Dcloudburst.host={victim} " in line + " " and "-Dproc_datanode" in line]
     killed = time.monotonic()
     os.kill(int(pid), 9)
-    while live_datanodes() > 1:
-        assert time.monotonic() - killed < 180, "the NameNode still counts the killed DataNode as live"
-        time.sleep(2)
-    detected = time.monotonic() - killed
-    # The NameNode drops the dead node's replicas on its next heartbeat check (up to 10 s later). Until then a
-    # WebHDFS read may be sent to the dead DataNode: Python's WebHDFS reads do not fail over between replicas the
-    # way Hadoop's own client does (the JVM steps on YARN do), so reading starts once the replicas are gone.
-    where = storage.resolve(spec.shards_uri())
-    files = [path for path in where.fs.find(where.path) if path.endswith(".parquet")]
-    victim_address = WORKERS[victim]
-    while any(victim_address in json.dumps(get_json(f"http://{MASTER}:9870/webhdfs/v1{path}?op=GETFILEBLOCKLOCATIONS"
-                                                    "&user.name=root")) for path in files):
-        assert time.monotonic() - killed < 240, "the dead DataNode's replicas are still listed"
-        time.sleep(2)
-    dropped = time.monotonic() - killed
-    for rank in range(spec.total_workers):  # every shard, every byte, from the surviving replica
+    for rank in range(spec.total_workers):  # every shard, from the surviving replica
         batch = sharding.read_worker_images(spec.shards_uri(), rank, spec.total_workers)
         assert len(batch.labels) > 0
     for uri in (spec.raw_uri(), spec.augmented_uri(), spec.shards_uri()):  # every file, byte for byte
@@ -246,12 +232,330 @@ def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mni
         assert listed
         for name, digest in listed.items():
             assert storage.file_digest(where.fs, f"{where.path}/{name}") == digest, (uri, name)
+    read_all = time.monotonic() - killed
+    assert live_datanodes() == 2, "read after the NameNode declared the DataNode dead: failover was not tested"
     step_on_cluster("shard", spec, environment)  # a re-run: already published, nothing written
     assert storage.require_manifest(spec.shards_uri()) == published
+    while live_datanodes() > 1:
+        assert time.monotonic() - killed < 180, "the NameNode still counts the killed DataNode as live"
+        time.sleep(2)
+    detected = time.monotonic() - killed
     healed = cluster("up", "2", "100mbit")
     assert healed.returncode == 0 and live_datanodes() == 2, healed.stdout + healed.stderr
-    print(f"DataNode on {victim} killed: declared dead after {detected:.0f} s, its replicas dropped after "
-          f"{dropped:.0f} s; nothing lost; healed by up")
+    print(f"DataNode on {victim} killed: every file read back in {read_all:.0f} s while it was still listed; "
+          f"declared dead after {detected:.0f} s; nothing lost; healed by up")
+
+
+def host_pids(host: str) -> list[int]:
+    listed = subprocess.run(["ip", "netns", "pids", host], capture_output=True, text=True, check=False).stdout
+    return [int(pid) for pid in listed.split()]
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def train_in_background(spec, environment: dict[str, str], log: Path) -> subprocess.Popen:
+    command = str(Path(sys.executable).parent / "cloudburst")
+    with log.open("w") as output:
+        return subprocess.Popen([command, "train", *spec.to_args()], stdout=output, stderr=subprocess.STDOUT,
+                                env=environment)
+
+
+def wait_until_training_on(host: str, process: subprocess.Popen, log: Path, seconds: float = 300,
+                           marker: str = "downpour_worker") -> None:
+    """Until a training process (its command line holds the marker) runs on the host, and a few seconds more."""
+    deadline = time.monotonic() + seconds
+    while not any(marker in command_line(pid) for pid in host_pids(host)):
+        assert process.poll() is None, f"train ended before a worker ran on {host}:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, f"no {marker} process on {host} after {seconds:.0f} s"
+        time.sleep(0.5)
+    time.sleep(5)  # into its first steps: fetched the parameters, pushing
+
+
+def finished_run(process: subprocess.Popen, log: Path, spec, seconds: float):
+    try:
+        process.wait(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"train did not finish within {seconds:.0f} s:\n{log.read_text()[-3000:]}") from None
+    assert process.returncode == 0, log.read_text()[-4000:]
+    import mlflow
+
+    client = mlflow.MlflowClient(spec.tracking_uri)
+    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id],
+                               f"tags.mlflow.runName LIKE '%{spec.run_name}'")
+    return run
+
+
+def node_state(host: str) -> str:
+    nodes = get_json(f"http://{MASTER}:8088/ws/v1/cluster/nodes?states=NEW,RUNNING,UNHEALTHY,LOST,SHUTDOWN,"
+                     "DECOMMISSIONED,REBOOTED")["nodes"] or {"node": []}
+    return next((node["state"] for node in nodes["node"] if node["nodeHostName"] == host), "UNKNOWN")
+
+
+@pytest.mark.timeout(900)
+def test_a_link_cut_for_30_s_mid_downpour_stalls_neither_the_server_nor_the_run(whole_cluster, tmp_path):
+    """Fault: one worker host's link down for 30 s mid-Downpour (`ip link set … down` on the bridge's end). The
+    other host's worker keeps exchanging with the parameter server the whole time (bytes on its link); the cut
+    one's calls stall, then either resume (TCP retransmits, its calls time out only after 60 s) or it is counted
+    lost; the run finishes either way."""
+    environment, data = whole_cluster
+    spec = data.with_changes(strategy="downpour", epochs=20, run_name="netns-link-cut")
+    log = tmp_path / "train.log"
+    process = train_in_background(spec, environment, log)
+    victim, survivor = "cb-node2", "cb-node1"
+    wait_until_training_on(victim, process, log)
+    before = link_bytes(survivor)
+    subprocess.run(["ip", "link", "set", f"v-{victim}", "down"], check=True)
+    try:
+        time.sleep(30)
+        during_cut = link_bytes(survivor) - before
+        still_training = process.poll() is None
+    finally:
+        subprocess.run(["ip", "link", "set", f"v-{victim}", "up"], check=True)
+    assert still_training, "training ended during the cut: the cut tested nothing"
+    run = finished_run(process, log, spec, seconds=600)
+    lost = int(run.data.metrics["lost_workers"])
+    print(f"link of {victim} cut 30 s: {survivor}'s link carried {during_cut / 1e6:.1f} MB meanwhile; "
+          f"{lost} worker(s) lost; accuracy {run.data.metrics['val_accuracy']:.3f}")
+    assert during_cut > 1e6, "the parameter server stopped serving the other host during the cut"
+    assert lost in (0, 1) and run.data.metrics["val_accuracy"] > 0.1
+    assert node_state(victim) == "RUNNING"  # the NodeManager rode the cut out (declared lost only after 45 s)
+
+
+@pytest.mark.timeout(1200)
+def test_a_host_lost_mid_downpour_loses_only_its_worker(whole_cluster, tmp_path):
+    """Fault: every process of one worker host killed mid-Downpour (DataNode, NodeManager, the Spark executor and
+    its worker), as if it crashed. The other worker trains on; YARN declares the host lost after 45 s and Spark
+    fails its task, whose retry reports the worker lost instead of training again. The run completes with
+    lost_workers = 1 and its accuracy; checkpoints are still written (HDFS skips the dead DataNode). `up` heals
+    the host."""
+    environment, data = whole_cluster
+    spec = data.with_changes(strategy="downpour", epochs=20, run_name="netns-host-lost")
+    log = tmp_path / "train.log"
+    process = train_in_background(spec, environment, log)
+    victim = "cb-node2"
+    wait_until_training_on(victim, process, log)
+    killed = time.monotonic()
+    kill_host(victim)
+    spark_noticed = None
+    while process.poll() is None and time.monotonic() - killed < 600:
+        if spark_noticed is None and "Lost executor" in log.read_text(errors="replace"):
+            spark_noticed = time.monotonic() - killed
+        time.sleep(1)
+    ended = time.monotonic() - killed
+    run = finished_run(process, log, spec, seconds=30)
+    noticed = f"{spark_noticed:.0f} s" if spark_noticed is not None else "the end of the run"
+    print(f"{victim} killed mid-Downpour: Spark reported its executor lost after {noticed}; the run ended "
+          f"{ended:.0f} s after the kill; lost_workers {run.data.metrics['lost_workers']:.0f} (ranks "
+          f"{run.data.tags.get('lost_worker_ranks')}); accuracy {run.data.metrics['val_accuracy']:.3f}")
+    assert run.data.metrics["lost_workers"] == 1 and run.data.metrics["val_accuracy"] > 0.1
+    assert "lost with its executor" in log.read_text()
+    healed = cluster("up", "2", "100mbit")
+    assert healed.returncode == 0 and live_datanodes() == 2, healed.stdout + healed.stderr
+    deadline = time.monotonic() + 120
+    while node_state(victim) != "RUNNING":
+        assert time.monotonic() < deadline, f"{victim}'s NodeManager did not rejoin after up"
+        time.sleep(2)
+
+
+@pytest.fixture
+def whole_cluster(mnist_on_cluster):
+    """The MNIST slice on the cluster, with every daemon of both hosts running (an earlier fault healed)."""
+    healed = cluster("up", "2", "100mbit")
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    deadline = time.monotonic() + 120
+    while any(node_state(host) != "RUNNING" for host in WORKERS):
+        assert time.monotonic() < deadline, {host: node_state(host) for host in WORKERS}
+        time.sleep(2)
+    from training import storage
+
+    storage._checked_namenodes.clear()
+    return mnist_on_cluster
+
+
+def kill_host(host: str) -> None:
+    """Every process of the host, as if it crashed (its namespace and addresses stay, answering nothing)."""
+    for pid in host_pids(host):
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.timeout(1800)
+def test_a_host_lost_mid_horovod_fails_the_step_in_bounded_time_and_the_retry_resumes(whole_cluster, tmp_path):
+    """Fault: one worker host killed mid-Horovod, after at least one epoch's checkpoint. Synchronous training
+    cannot go on without a rank: the train step fails (bounded: the survivor's Gloo calls fail when the dead
+    peer's connections close); once `up` has brought the host back, the step run again (what Airflow's retry
+    does) resumes from the newest checkpoint, losing at most the epoch in flight."""
+    from training import storage
+    from training.strategies.checkpoints import CheckpointStore
+
+    environment, data = whole_cluster
+    os.environ.setdefault("CLOUDBURST_WEBHDFS_PORT", environment["CLOUDBURST_WEBHDFS_PORT"])
+    spec = data.with_changes(strategy="horovod", epochs=20, run_name="netns-horovod-host-lost")
+    log = tmp_path / "train.log"
+    process = train_in_background(spec, environment, log)
+    victim = "cb-node2"
+    wait_until_training_on(victim, process, log, marker="gloo_exec_fn")
+    checkpoints = CheckpointStore(spec.run_uri())
+    deadline = time.monotonic() + 300
+    while not checkpoints.latest_epoch():
+        assert process.poll() is None, log.read_text()[-3000:]
+        assert time.monotonic() < deadline, "no checkpoint within 300 s"
+        time.sleep(1)
+    saved_before_kill = checkpoints.latest_epoch()
+    killed = time.monotonic()
+    kill_host(victim)
+    try:
+        process.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"Horovod hung for 600 s after losing a host:\n{log.read_text()[-3000:]}") from None
+    failed_after = time.monotonic() - killed
+    assert process.returncode == 1
+    saved = checkpoints.latest_epoch()
+    last_line = log.read_text().strip().splitlines()[-1]
+    assert "Horovod's job ended when a rank exited" in last_line and f"Checkpoints keep {saved} of" in last_line
+    assert saved_before_kill <= saved < spec.epochs
+    healed = cluster("up", "2", "100mbit")
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    deadline = time.monotonic() + 120
+    while node_state(victim) != "RUNNING":
+        assert time.monotonic() < deadline, f"{victim}'s NodeManager did not rejoin after up"
+        time.sleep(2)
+    storage._checked_namenodes.clear()
+    output = step_on_cluster("train", spec, environment)  # the retry
+    assert f"resumed after epoch {saved} " in output, output[-3000:]
+    import mlflow
+
+    client = mlflow.MlflowClient(spec.tracking_uri)
+    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id],
+                               f"tags.mlflow.runName LIKE '%{spec.run_name}'")
+    assert run.data.metrics["resumed_from_epoch"] == saved
+    print(f"{victim} killed mid-Horovod after epoch {saved_before_kill}'s checkpoint: the step failed "
+          f"{failed_after:.0f} s later ({last_line[:200]!r}); the retry "
+          f"resumed after epoch {saved} and finished")
+
+
+@pytest.mark.timeout(1200)
+def test_a_namenode_killed_mid_publish_leaves_no_half_dataset_and_the_retry_publishes_once(whole_cluster,
+                                                                                          tmp_path):
+    """Fault: the NameNode killed (SIGKILL) while the shard step writes a new dataset through YARN. The step fails
+    within a bounded time; after `up` restarts the NameNode nothing is visible at the destination (the parts
+    written so far sit in a hidden staging sibling without a manifest); the step retried publishes the dataset
+    once, and again changes nothing."""
+    from training import storage
+
+    environment, data = whole_cluster
+    os.environ.setdefault("CLOUDBURST_WEBHDFS_PORT", environment["CLOUDBURST_WEBHDFS_PORT"])
+    spec = data.with_changes(workers_per_node=2)  # shards of the same data not published yet: 4 of them
+    destination = storage.resolve(spec.shards_uri())
+    parent, name = destination.path.rstrip("/").rsplit("/", 1)
+    assert storage.read_manifest(spec.shards_uri()) is None
+    log = tmp_path / "shard.log"
+    command = str(Path(sys.executable).parent / "cloudburst")
+    with log.open("w") as output:
+        process = subprocess.Popen([command, "shard", *spec.to_args()], stdout=output, stderr=subprocess.STDOUT,
+                                   env=environment)
+
+    def staging_files() -> int:
+        siblings = get_json(f"http://{MASTER}:9870/webhdfs/v1{parent}?op=LISTSTATUS&user.name=root")
+        staging = [entry["pathSuffix"] for entry in siblings["FileStatuses"]["FileStatus"]
+                   if entry["pathSuffix"].startswith(f".{name}.tmp-")]
+        return sum(len(list(destination.fs.find(f"{parent}/{entry}"))) for entry in staging)
+
+    deadline = time.monotonic() + 300
+    while staging_files() == 0:  # Spark has begun writing the dataset's parts
+        assert process.poll() is None, f"shard ended before it wrote anything:\n{log.read_text()[-3000:]}"
+        assert time.monotonic() < deadline, "shard wrote nothing within 300 s"
+        time.sleep(0.2)
+    [pid] = [line.split()[0] for line in our_daemons() if "-Dproc_namenode" in line]
+    killed = time.monotonic()
+    os.kill(int(pid), 9)
+    try:
+        process.wait(timeout=600)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError(f"shard hung for 600 s without its NameNode:\n{log.read_text()[-3000:]}") from None
+    failed_after = time.monotonic() - killed
+    assert process.returncode != 0, "shard published although its NameNode died mid-write"
+    healed = cluster("up", "2", "100mbit")
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    restarted = time.monotonic() - killed
+    storage._checked_namenodes.clear()
+    assert storage.read_manifest(spec.shards_uri()) is None
+    assert not destination.fs.exists(destination.path), "something is visible at the destination"
+    step_on_cluster("shard", spec, environment)  # the retry
+    published = storage.require_manifest(spec.shards_uri())
+    for relative, digest in published["files"].items():
+        assert storage.file_digest(destination.fs, f"{destination.path}/{relative}") == digest
+    step_on_cluster("shard", spec, environment)  # and once more: nothing to do
+    assert storage.require_manifest(spec.shards_uri()) == published
+    print(f"NameNode killed mid-publish: the step failed {failed_after:.0f} s later (last line: "
+          f"{log.read_text().strip().splitlines()[-1][:160]!r}); HDFS back {restarted:.0f} s after the kill; "
+          f"nothing visible; the retry published {len(published['files'])} files once")
+
+
+def yarn_applications() -> list[dict]:
+    found = get_json(f"http://{MASTER}:8088/ws/v1/cluster/apps?states=NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING")
+    return (found.get("apps") or {}).get("app", [])
+
+
+@pytest.mark.timeout(1500)
+def test_two_workloads_train_at_once_apart_and_yarn_queues_what_does_not_fit(whole_cluster, tmp_path):
+    """Concurrency: MNIST (Downpour) and the toy workload (Horovod) train on the cluster at the same time, each
+    needing an executor on both hosts. Two apps' executors do not fit (4,096 MB per host: one executor of
+    2 GB + overhead and one application master), so YARN holds the second app's executors until the first app
+    releases its own; the second waits for them (bounded: $CLOUDBURST_EXECUTOR_WAIT_S, 120 s, then a clear
+    error, never a hang). Both finish; their run directories and MLflow runs hold only their own."""
+    import mlflow
+
+    environment, mnist = whole_cluster
+    mnist_run = mnist.with_changes(strategy="downpour", epochs=20, run_name="netns-together-mnist")
+    toy_environment = {**environment, "CLOUDBURST_WORKLOADS": "toy_workload",
+                       "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT / "tests"),
+                                                                   environment.get("PYTHONPATH")]))}
+    toy_arguments = ["--workload", "toy_dense", "--nodes", "2", "--workers-per-node", "1", "--strategy", "horovod",
+                     "--epochs", "20", "--spark-master", "yarn", "--data-root", mnist.data_root,
+                     "--tracking-uri", mnist.tracking_uri, "--run-name", "netns-together-toy"]
+    command = str(Path(sys.executable).parent / "cloudburst")
+    for step in ("ingest", "shard"):
+        prepared = subprocess.run([command, step, *toy_arguments], capture_output=True, text=True, timeout=900,
+                                  env=toy_environment, check=False)
+        assert prepared.returncode == 0, f"toy {step}:\n{prepared.stderr[-3000:]}"
+    mnist_log, toy_log = tmp_path / "mnist.log", tmp_path / "toy.log"
+    started = time.monotonic()
+    first = train_in_background(mnist_run, environment, mnist_log)
+    time.sleep(15)  # as two DAG runs start: not in the same second (see the README on partial allocations)
+    with toy_log.open("w") as output:
+        second = subprocess.Popen([command, "train", *toy_arguments], stdout=output, stderr=subprocess.STDOUT,
+                                  env=toy_environment)
+    most_at_once, waiting_seen = 0, False
+    while (first.poll() is None or second.poll() is None) and time.monotonic() - started < 1200:
+        applications = [app for app in yarn_applications() if app["state"] == "RUNNING"]
+        most_at_once = max(most_at_once, len(applications))
+        # An app holding only its master (one container) while another runs: YARN is holding its executors back.
+        waiting_seen |= len(applications) == 2 and min(app["runningContainers"] for app in applications) == 1
+        time.sleep(1)
+    elapsed = time.monotonic() - started
+    for process, log in ((first, mnist_log), (second, toy_log)):
+        assert process.wait(timeout=60) == 0, log.read_text()[-4000:]
+    client = mlflow.MlflowClient(mnist.tracking_uri)
+    for workload, run_name, strategy in (("mnist_elastic_cnn", "netns-together-mnist", "downpour"),
+                                         ("toy_dense", "netns-together-toy", "horovod")):
+        experiment = client.get_experiment_by_name(workload)
+        runs = client.search_runs([experiment.experiment_id], f"tags.mlflow.runName LIKE '%{run_name}'")
+        assert len(runs) == 1 and runs[0].data.params["strategy"] == strategy, (workload, runs)
+        assert runs[0].data.params["workload"] == workload
+    print(f"MNIST/Downpour and toy/Horovod at once: both finished in {elapsed:.0f} s; at most {most_at_once} "
+          f"applications running at once; one held back to its master while the other ran: {waiting_seen}")
+    assert most_at_once == 2 and waiting_seen
 
 
 def test_down_removes_everything_and_is_idempotent(two_hosts):

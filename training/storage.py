@@ -2,8 +2,9 @@
 
 A dataset is a directory addressed by a URI: ``file:///abs/path`` (the embedded default, rooted at ``./var``)
 or ``hdfs://namenode:8020/path``. Spark reads and writes both natively; Python code goes through fsspec
-(local files, or WebHDFS for ``hdfs://``). A dataset is complete only when its manifest exists: every
-publisher writes into a temporary sibling, writes the manifest last, then renames the sibling into place.
+(local files, or WebHDFS for ``hdfs://``, failing over between replicas: training.webhdfs). A dataset is complete
+only when its manifest exists: every publisher writes into a temporary sibling, writes the manifest last, then
+renames the sibling into place.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import logging
 import os
 import subprocess
 import uuid
@@ -24,6 +26,9 @@ from urllib.parse import urlparse
 import fsspec
 
 from training import REPO_ROOT
+from training.webhdfs import FailoverWebHDFS
+
+log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "_manifest.json"
 MANIFEST_FORMAT = 1
@@ -77,7 +82,7 @@ def resolve(location: str) -> Location:
     port = webhdfs_port()
     check_namenode(parsed.hostname, parsed.port or DEFAULT_NAMENODE_RPC_PORT, port)
     user = os.environ.get("CLOUDBURST_HDFS_USER") or os.environ.get("HADOOP_USER_NAME")
-    fs = fsspec.filesystem("webhdfs", host=parsed.hostname, port=port, user=user)
+    fs = FailoverWebHDFS(host=parsed.hostname, port=port, user=user)
     return Location(uri, fs, parsed.path or "/")
 
 
@@ -233,7 +238,11 @@ def staging_area(destination: str) -> Iterator[Location]:
     try:
         yield Location(staging_uri, where.fs, staging_path)
     except BaseException:
-        _remove(where, staging_path)
+        try:
+            _remove(where, staging_path)
+        except Exception as cleanup_error:  # e.g. the NameNode went away: the error that stopped the step matters
+            log.warning("%s: the unfinished copy %s could not be removed (%s); it has no manifest and is never read "
+                        "as a dataset", where.uri, staging_uri, cleanup_error)
         raise
 
 

@@ -198,6 +198,16 @@ render_config() {
     # so a lost host's blocks are read from their other replica within a minute.
     sed -i 's|</configuration>|  <property><name>dfs.namenode.heartbeat.recheck-interval</name><value>10000</value></property>\n</configuration>|' \
         "$dir/conf/hdfs-site.xml"
+    # Until then an append (how WebHDFS clients write) whose pipeline meets the dead DataNode must go on with the
+    # replica it has: with 2 replicas on 2 hosts there is no other DataNode to replace it with, and Hadoop's
+    # default refuses the write. The NameNode re-replicates once the host is back.
+    sed -i 's|</configuration>|  <property><name>dfs.client.block.write.replace-datanode-on-failure.best-effort</name><value>true</value></property>\n</configuration>|' \
+        "$dir/conf/hdfs-site.xml"
+    # Likewise a NodeManager silent for 45 s is lost (YARN's default: 10 min): the ResourceManager then reports
+    # its containers to their applications, and Spark fails the tasks that ran there instead of waiting for them.
+    # Longer than a 30 s link cut (a host behind it comes back), far shorter than a user would wait for a lost one.
+    sed -i 's|</configuration>|  <property><name>yarn.nm.liveness-monitor.expiry-interval-ms</name><value>45000</value></property>\n</configuration>|' \
+        "$dir/conf/yarn-site.xml"
 }
 
 # ------------------------------------------------------------------------------------------------ daemons

@@ -13,6 +13,7 @@ from training import storage
 from training.config import RunSpec
 from training.console import configure_logging
 from training.jobs.spark_session import ClusterCapacityError
+from training.strategies.base import TrainingInterruptedError
 
 log = logging.getLogger("cloudburst")
 
@@ -34,13 +35,39 @@ def job_parser(description: str, spark: bool) -> argparse.ArgumentParser:
 
 
 def run_reporting_errors(action: Callable[[], object]) -> int:
-    """Run ``action``; a user error is logged as one line and gives exit status 2."""
+    """Run ``action``; a user error is logged as one line and gives exit status 2. A failed Spark job (its
+    executors or HDFS went away, …) is one line too, its root cause, and exit status 1: the JVM has already
+    logged the stack traces, and Python's own adds nothing. So is training interrupted from outside (a host lost
+    mid-Horovod): what happened and what the checkpoints keep."""
     try:
         action()
     except USER_ERRORS as error:
         log.error("%s", error)
         return 2
+    except TrainingInterruptedError as error:
+        log.error("%s", error)
+        return 1
+    except Exception as error:
+        cause = spark_root_cause(error)
+        if cause is None:
+            raise
+        log.error("the Spark job failed: %s", cause)
+        return 1
     return 0
+
+
+def spark_root_cause(error: BaseException) -> str | None:
+    """The innermost Java exception of a Py4JJavaError (from a Spark action), as Java prints it; else None."""
+    java = getattr(error, "java_exception", None)
+    if java is None:
+        return None
+    try:
+        cause = java
+        while cause.getCause() is not None:
+            cause = cause.getCause()
+        return " ".join(str(cause.toString()).split())
+    except Exception:  # the JVM itself is gone: keep Python's traceback
+        return None
 
 
 def job_main(description: str, step: Callable[..., object], spark: bool, argv: list[str] | None = None) -> None:

@@ -125,8 +125,9 @@ def executor_wait_seconds() -> int:
 
 
 def wait_for_executors(spark: SparkSession, spec: RunSpec) -> None:
-    """On a cluster, wait (bounded) until every node's executor runs, so a gang-scheduled stage (Horovod's ring,
-    Downpour's barrier) never waits forever for workers the cluster cannot give; a clear error instead."""
+    """On a cluster, wait (bounded) until every node's executor runs, so a stage whose tasks must all run at once
+    (Horovod's ring, Downpour's workers) never waits forever for workers the cluster cannot give; a clear error
+    instead."""
     context = spark.sparkContext
     if context.master.startswith("local"):
         return

@@ -87,6 +87,9 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
     record["mlflow_run_id"] = tracking.log_training(spec, result, record["data_version"], artifacts)
     storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     final = result.epochs[-1]
+    if result.resumed_from_epoch:
+        log.info("resumed after epoch %d from the checkpoints of an earlier attempt (%s/checkpoints)",
+                 result.resumed_from_epoch, spec.run_uri())
     log.info("trained in %.1f s (training clock %.1f s): val_accuracy %.4f, time to %.1f%%: %s; MLflow run %s",
              result.wall_seconds, result.training_seconds, final["val_accuracy"], 100 * spec.target_accuracy,
              f"{result.time_to_target_seconds:.1f} s" if result.time_to_target_seconds else "not reached",
@@ -118,8 +121,8 @@ def training_session(spec: RunSpec, master: str | None = None) -> SparkSession:
 
 
 def train_and_stop(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
-    """Train in a session of its own and stop it: a barrier stage (Downpour) leaves a non-daemon timer thread in
-    the JVM that keeps spark-submit alive after the Python driver ends, unless the context is stopped."""
+    """Train in a session of its own and stop it: a barrier stage (Horovod on Spark's) can leave a non-daemon timer
+    thread in the JVM that keeps spark-submit alive after the Python driver ends, unless the context is stopped."""
     spark = training_session(spec, master)
     try:
         return train_run(spark, spec)

@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from training.config import RunSpec
 
 
+class TrainingInterruptedError(RuntimeError):
+    """Training stopped part-way for a reason outside the run's settings (a worker host lost mid-Horovod, …); the
+    message says what happened and what the checkpoints keep. The train step reports it in one line."""
+
+
 @dataclass(frozen=True)
 class EvaluationSet:
     """What a strategy measures val_accuracy on: one split of a dataset, read through the workload."""

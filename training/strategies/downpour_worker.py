@@ -1,5 +1,5 @@
 """One Downpour SGD worker (Dean et al. 2012, the DownpourSGDClient): a process of its own, started by a Spark
-barrier task, that trains on its shard and talks only to the parameter server.
+task, that trains on its shard and talks only to the parameter server.
 
 Every ``n_fetch`` steps it replaces its parameters with the server's; every step it computes a gradient, adds it
 to an accumulator and takes a local step; every ``n_push`` steps it pushes the accumulated gradient. It never

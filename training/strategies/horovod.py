@@ -8,11 +8,12 @@ every epoch so a retried job resumes where it stopped. Lines that exist only for
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from training.strategies import bookkeeping
-from training.strategies.base import EvaluationSet, TrainingResult
+from training.strategies.base import EvaluationSet, TrainingInterruptedError, TrainingResult
 from training.strategies.input_pipeline import training_dataset
 from training.strategies.placement import (
     configure_tensorflow_threads,
@@ -160,14 +161,28 @@ class HorovodStrategy:
         node_cores = cores_per_node(spark, spec)
         started = time.perf_counter()
         with restored_signal_handlers():  # Horovod's Gloo launcher replaces SIGINT/SIGTERM for good
-            results = horovod.spark.run(
-                train_rank,
-                args=(spec.to_mapping(), shards_uri, evaluation, run_uri, node_cores),
-                num_proc=spec.total_workers,
-                use_gloo=True,
-                env=worker_environment(),
-                verbose=1,
-            )
+            try:
+                results = horovod.spark.run(
+                    train_rank,
+                    args=(spec.to_mapping(), shards_uri, evaluation, run_uri, node_cores),
+                    num_proc=spec.total_workers,
+                    use_gloo=True,
+                    env=worker_environment(),
+                    verbose=1,
+                )
+            except RuntimeError as error:
+                if "processes exited with non-zero" not in str(error):
+                    raise
+                # A rank died (its host lost, killed, out of memory): the ring cannot go on without it.
+                from training.strategies.checkpoints import CheckpointStore
+
+                saved = CheckpointStore(run_uri).latest_epoch()
+                found = re.search(r"Process name: (\S+)\s+Exit code: (\S+)", str(error))
+                which = f"rank {found.group(1)}, exit code {found.group(2)}" if found else "see below"
+                raise TrainingInterruptedError(
+                    f"Horovod's job ended when a rank exited ({which}); its ranks' "
+                    f"output is in the executors' logs. Checkpoints keep {saved} of {spec.epochs} epochs: running "
+                    f"the step again resumes from there") from None
         wall_seconds = time.perf_counter() - started
         measured = next(result for result in results if result["rank"] == 0)
         digests = [result["weights_sha256"] for result in sorted(results, key=lambda result: result["rank"])]
