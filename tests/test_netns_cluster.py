@@ -333,13 +333,21 @@ def test_a_host_lost_mid_downpour_loses_only_its_worker(whole_cluster, tmp_path)
     its worker), as if it crashed. The other worker trains on; YARN declares the host lost after 45 s and Spark
     fails its task, whose retry reports the worker lost instead of training again. The run completes with
     lost_workers = 1 and its accuracy; checkpoints are still written (HDFS skips the dead DataNode). `up` heals
-    the host."""
+    the host.
+
+    The victim is the worker host without the run's YARN application master: losing that one ends the whole
+    application (YARN starts a new master attempt and kills the old attempt's containers, the survivor's too), so
+    the run fails and its retry resumes from the checkpoint, as with Horovod (README, faults)."""
     environment, data = whole_cluster
-    spec = data.with_changes(strategy="downpour", epochs=20, run_name="netns-host-lost")
+    spec = data.with_changes(strategy="downpour", epochs=40, run_name="netns-host-lost")
     log = tmp_path / "train.log"
     process = train_in_background(spec, environment, log)
-    victim = "cb-node2"
-    wait_until_training_on(victim, process, log)
+    wait_until_training_on("cb-node1", process, log)
+    wait_until_training_on("cb-node2", process, log, seconds=30)
+    [application] = [app for app in yarn_applications() if app["state"] == "RUNNING"]
+    master_host = application["amHostHttpAddress"].split(":")[0]
+    [victim] = [host for host in WORKERS if host != master_host]
+    assert any("downpour_worker" in command_line(pid) for pid in host_pids(victim)), "its worker already ended"
     killed = time.monotonic()
     kill_host(victim)
     spark_noticed = None

@@ -179,10 +179,10 @@ class HorovodStrategy:
                 saved = CheckpointStore(run_uri).latest_epoch()
                 found = re.search(r"Process name: (\S+)\s+Exit code: (\S+)", str(error))
                 which = f"rank {found.group(1)}, exit code {found.group(2)}" if found else "see below"
+                again = "resumes from there" if saved else "starts over"
                 raise TrainingInterruptedError(
-                    f"Horovod's job ended when a rank exited ({which}); its ranks' "
-                    f"output is in the executors' logs. Checkpoints keep {saved} of {spec.epochs} epochs: running "
-                    f"the step again resumes from there") from None
+                    f"Horovod's job ended when a rank exited ({which}); its ranks' output is in the executors' "
+                    f"logs. Checkpoints keep {saved} of {spec.epochs} epochs: running the step again {again}") from None
         wall_seconds = time.perf_counter() - started
         measured = next(result for result in results if result["rank"] == 0)
         digests = [result["weights_sha256"] for result in sorted(results, key=lambda result: result["rank"])]
