@@ -178,16 +178,12 @@ def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_
     """The pipeline unchanged, with the cluster's client settings: training with nodes=2, one worker on each host.
     Downpour (its parameter server on this side): the links carry at least the bytes_moved it counts. Horovod: the
     Gloo ring between the two hosts carries at least each step's gradients both ways."""
-    import mlflow
-
     environment, data = mnist_on_cluster
     spec = data.with_changes(strategy=strategy, run_name=f"netns-{strategy}")
     before = {host: link_bytes(host) for host in WORKERS}
     step_on_cluster("train", spec, environment)
     carried = {host: link_bytes(host) - before[host] for host in WORKERS}
-    client = mlflow.MlflowClient(spec.tracking_uri)
-    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id],
-                               f"tags.mlflow.runName LIKE '%{spec.run_name}'")
+    run = tracked_run(spec)
     assert run.data.tags["spark_master"] == "yarn"
     if strategy == "downpour":
         moved = run.data.metrics["bytes_moved"]
@@ -276,19 +272,29 @@ def wait_until_training_on(host: str, process: subprocess.Popen, log: Path, seco
     time.sleep(5)  # into its first steps: fetched the parameters, pushing
 
 
-def finished_run(process: subprocess.Popen, log: Path, spec, seconds: float):
+def ended(process: subprocess.Popen, log: Path, seconds: float, what: str) -> int:
+    """The process's exit status, waiting at most ``seconds``; a process still running then is killed and the
+    test fails with its log's tail (a hang is a failure, never a wait without end)."""
     try:
-        process.wait(timeout=seconds)
+        return process.wait(timeout=seconds)
     except subprocess.TimeoutExpired:
         process.kill()
-        raise AssertionError(f"train did not finish within {seconds:.0f} s:\n{log.read_text()[-3000:]}") from None
-    assert process.returncode == 0, log.read_text()[-4000:]
+        raise AssertionError(f"{what} still running after {seconds:.0f} s:\n{log.read_text()[-3000:]}") from None
+
+
+def tracked_run(spec):
+    """The run's one MLflow run (found by its run name)."""
     import mlflow
 
     client = mlflow.MlflowClient(spec.tracking_uri)
     [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id],
                                f"tags.mlflow.runName LIKE '%{spec.run_name}'")
     return run
+
+
+def finished_run(process: subprocess.Popen, log: Path, spec, seconds: float):
+    assert ended(process, log, seconds, "train") == 0, log.read_text()[-4000:]
+    return tracked_run(spec)
 
 
 def node_state(host: str) -> str:
@@ -363,26 +369,27 @@ def test_a_host_lost_mid_downpour_loses_only_its_worker(whole_cluster, tmp_path)
           f"{run.data.tags.get('lost_worker_ranks')}); accuracy {run.data.metrics['val_accuracy']:.3f}")
     assert run.data.metrics["lost_workers"] == 1 and run.data.metrics["val_accuracy"] > 0.1
     assert "lost with its executor" in log.read_text()
+    heal()
+
+
+def heal() -> None:
+    """`up` again: every daemon a fault killed restarted, both DataNodes live and both NodeManagers RUNNING; this
+    process checks the (maybe restarted) NameNode afresh."""
+    from training import storage
+
     healed = cluster("up", "2", "100mbit")
     assert healed.returncode == 0 and live_datanodes() == 2, healed.stdout + healed.stderr
     deadline = time.monotonic() + 120
-    while node_state(victim) != "RUNNING":
-        assert time.monotonic() < deadline, f"{victim}'s NodeManager did not rejoin after up"
+    while any(node_state(host) != "RUNNING" for host in WORKERS):
+        assert time.monotonic() < deadline, {host: node_state(host) for host in WORKERS}
         time.sleep(2)
+    storage._checked_namenodes.clear()
 
 
 @pytest.fixture
 def whole_cluster(mnist_on_cluster):
     """The MNIST slice on the cluster, with every daemon of both hosts running (an earlier fault healed)."""
-    healed = cluster("up", "2", "100mbit")
-    assert healed.returncode == 0, healed.stdout + healed.stderr
-    deadline = time.monotonic() + 120
-    while any(node_state(host) != "RUNNING" for host in WORKERS):
-        assert time.monotonic() < deadline, {host: node_state(host) for host in WORKERS}
-        time.sleep(2)
-    from training import storage
-
-    storage._checked_namenodes.clear()
+    heal()
     return mnist_on_cluster
 
 
@@ -401,7 +408,6 @@ def test_a_host_lost_mid_horovod_fails_the_step_in_bounded_time_and_the_retry_re
     cannot go on without a rank: the train step fails (bounded: the survivor's Gloo calls fail when the dead
     peer's connections close); once `up` has brought the host back, the step run again (what Airflow's retry
     does) resumes from the newest checkpoint, losing at most the epoch in flight."""
-    from training import storage
     from training.strategies.checkpoints import CheckpointStore
 
     environment, data = whole_cluster
@@ -420,32 +426,16 @@ def test_a_host_lost_mid_horovod_fails_the_step_in_bounded_time_and_the_retry_re
     saved_before_kill = checkpoints.latest_epoch()
     killed = time.monotonic()
     kill_host(victim)
-    try:
-        process.wait(timeout=600)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise AssertionError(f"Horovod hung for 600 s after losing a host:\n{log.read_text()[-3000:]}") from None
+    assert ended(process, log, 600, "Horovod, after losing a host,") == 1
     failed_after = time.monotonic() - killed
-    assert process.returncode == 1
     saved = checkpoints.latest_epoch()
     last_line = log.read_text().strip().splitlines()[-1]
     assert "Horovod's job ended when a rank exited" in last_line and f"Checkpoints keep {saved} of" in last_line
     assert saved_before_kill <= saved < spec.epochs
-    healed = cluster("up", "2", "100mbit")
-    assert healed.returncode == 0, healed.stdout + healed.stderr
-    deadline = time.monotonic() + 120
-    while node_state(victim) != "RUNNING":
-        assert time.monotonic() < deadline, f"{victim}'s NodeManager did not rejoin after up"
-        time.sleep(2)
-    storage._checked_namenodes.clear()
+    heal()
     output = step_on_cluster("train", spec, environment)  # the retry
     assert f"resumed after epoch {saved} " in output, output[-3000:]
-    import mlflow
-
-    client = mlflow.MlflowClient(spec.tracking_uri)
-    [run] = client.search_runs([client.get_experiment_by_name(spec.workload).experiment_id],
-                               f"tags.mlflow.runName LIKE '%{spec.run_name}'")
-    assert run.data.metrics["resumed_from_epoch"] == saved
+    assert tracked_run(spec).data.metrics["resumed_from_epoch"] == saved
     print(f"{victim} killed mid-Horovod after epoch {saved_before_kill}'s checkpoint: the step failed "
           f"{failed_after:.0f} s later ({last_line[:200]!r}); the retry "
           f"resumed after epoch {saved} and finished")
@@ -486,17 +476,10 @@ def test_a_namenode_killed_mid_publish_leaves_no_half_dataset_and_the_retry_publ
     [pid] = [line.split()[0] for line in our_daemons() if "-Dproc_namenode" in line]
     killed = time.monotonic()
     os.kill(int(pid), 9)
-    try:
-        process.wait(timeout=600)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        raise AssertionError(f"shard hung for 600 s without its NameNode:\n{log.read_text()[-3000:]}") from None
+    assert ended(process, log, 600, "shard, without its NameNode,") != 0, "shard published, its NameNode dead"
     failed_after = time.monotonic() - killed
-    assert process.returncode != 0, "shard published although its NameNode died mid-write"
-    healed = cluster("up", "2", "100mbit")
-    assert healed.returncode == 0, healed.stdout + healed.stderr
+    heal()
     restarted = time.monotonic() - killed
-    storage._checked_namenodes.clear()
     assert storage.read_manifest(spec.shards_uri()) is None
     assert not destination.fs.exists(destination.path), "something is visible at the destination"
     step_on_cluster("shard", spec, environment)  # the retry
@@ -506,8 +489,8 @@ def test_a_namenode_killed_mid_publish_leaves_no_half_dataset_and_the_retry_publ
     step_on_cluster("shard", spec, environment)  # and once more: nothing to do
     assert storage.require_manifest(spec.shards_uri()) == published
     print(f"NameNode killed mid-publish: the step failed {failed_after:.0f} s later (last line: "
-          f"{log.read_text().strip().splitlines()[-1][:160]!r}); HDFS back {restarted:.0f} s after the kill; "
-          f"nothing visible; the retry published {len(published['files'])} files once")
+          f"{log.read_text().strip().splitlines()[-1][:160]!r}); cluster whole again (`up`) {restarted:.0f} s "
+          f"after the kill; nothing visible; the retry published {len(published['files'])} files once")
 
 
 def yarn_applications() -> list[dict]:
@@ -553,7 +536,7 @@ def test_two_workloads_train_at_once_apart_and_yarn_queues_what_does_not_fit(who
         time.sleep(1)
     elapsed = time.monotonic() - started
     for process, log in ((first, mnist_log), (second, toy_log)):
-        assert process.wait(timeout=60) == 0, log.read_text()[-4000:]
+        assert ended(process, log, 60, "train") == 0, log.read_text()[-4000:]
     client = mlflow.MlflowClient(mnist.tracking_uri)
     for workload, run_name, strategy in (("mnist_elastic_cnn", "netns-together-mnist", "downpour"),
                                          ("toy_dense", "netns-together-toy", "horovod")):
