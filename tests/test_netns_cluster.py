@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -203,11 +204,39 @@ def live_datanodes() -> int:
     return int(state["beans"][0]["NumLiveDataNodes"])
 
 
+class Writer(threading.Thread):
+    """Writes 256 KB files, one every 0.2 s or so, into a directory until stopped; records what failed."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(name="hdfs-writer", daemon=True)
+        from training import storage
+
+        self.where = storage.resolve(uri)
+        self.stop, self.written, self.failures = threading.Event(), 0, []
+
+    @staticmethod
+    def content(index: int) -> bytes:
+        return index.to_bytes(4, "big") * (1 << 16)
+
+    def run(self) -> None:
+        self.where.fs.makedirs(self.where.path, exist_ok=True)
+        while not self.stop.is_set():
+            try:
+                with self.where.fs.open(f"{self.where.path}/file-{self.written:04d}", "wb") as handle:
+                    handle.write(self.content(self.written))
+            except Exception as error:  # noqa: BLE001 - the test reports every failure
+                self.failures.append(f"file-{self.written:04d}: {error}")
+            self.written += 1
+            self.stop.wait(0.2)
+
+
 @pytest.mark.timeout(900)
-def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mnist_on_cluster):
-    """Fault: one worker host's DataNode killed (SIGKILL). At once, while the NameNode still names it, every dataset
-    file reads byte for byte (Python's WebHDFS client skips the dead DataNode for the other replica, as Hadoop's
-    does) and re-running the shard step finds its dataset published and changes nothing. The NameNode declares
+def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mnist_on_cluster, caplog):
+    """Fault: one worker host's DataNode killed (SIGKILL) while files are being written. At once, while the NameNode
+    still names it, every dataset file reads byte for byte (Python's WebHDFS client skips the dead DataNode for the
+    other replica, as Hadoop's does) and re-running the shard step finds its dataset published and changes
+    nothing. Every write succeeds: one the NameNode sends to the dead DataNode, or that it dies in, goes again to
+    the other under a new name (the dead writer's lease holds the first name for a minute). The NameNode declares
     it dead within about a minute (heartbeat recheck 10 s on this cluster). `up` heals it."""
     from training import sharding, storage
 
@@ -217,6 +246,12 @@ def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mni
     victim = "cb-node2"
     [pid] = [line.split()[0] for line in our_daemons()
              if f"-Dcloudburst.host={victim} " in line + " " and "-Dproc_datanode" in line]
+    writer = Writer(storage.join(spec.data_root, "written-during-the-fault"))
+    writer.start()
+    deadline = time.monotonic() + 60
+    while writer.written < 3:
+        assert time.monotonic() < deadline and not writer.failures, writer.failures
+        time.sleep(0.2)
     killed = time.monotonic()
     os.kill(int(pid), 9)
     for rank in range(spec.total_workers):  # every shard, from the surviving replica
@@ -236,10 +271,20 @@ def test_a_killed_datanode_loses_nothing_and_a_rerun_publishes_nothing_twice(mni
         assert time.monotonic() - killed < 180, "the NameNode still counts the killed DataNode as live"
         time.sleep(2)
     detected = time.monotonic() - killed
+    writer.stop.set()
+    writer.join(timeout=300)
+    assert not writer.is_alive() and writer.failures == [], writer.failures
+    retried = [record for record in caplog.records if "sending the file again under a new name" in record.message]
+    assert retried, "no write went to the dead DataNode: the retry was not tested"
+    files = writer.where.fs.ls(writer.where.path, detail=False)
+    assert sorted(path.rsplit("/", 1)[1] for path in files) == [f"file-{i:04d}" for i in range(writer.written)]
+    for index in range(writer.written):
+        assert writer.where.fs.cat_file(f"{writer.where.path}/file-{index:04d}") == Writer.content(index), index
     healed = cluster("up", "2", "100mbit")
     assert healed.returncode == 0 and live_datanodes() == 2, healed.stdout + healed.stderr
     print(f"DataNode on {victim} killed: every file read back in {read_all:.0f} s while it was still listed; "
-          f"declared dead after {detected:.0f} s; nothing lost; healed by up")
+          f"{writer.written} files written meanwhile, {len(retried)} of them again after the dead DataNode "
+          f"failed; declared dead after {detected:.0f} s; nothing lost; healed by up")
 
 
 def host_pids(host: str) -> list[int]:
