@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-sv demo-cluster bench bench-strategies bench-kws bench-kws-generalisation bench-sv bench-sv-scaling clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-sv demo-cluster bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-scaling clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -94,6 +94,9 @@ bench-sv-scaling: setup-training  ## speaker models A and B: Horovod 1x1, 1x2, K
 
 bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elephas and the ceiling side by side (~35 min)
 	$(TRAINING_BIN)/python bench/strategies.py
+
+bench-cluster: setup-training  ## MNIST on 3 namespace hosts at 10gbit, 1gbit, 100mbit: Horovod, Downpour n_push 1/4/16, averaging vs 1x1 and the ceiling (root)
+	$(TRAINING_BIN)/python bench/cluster_links.py
 
 clean:  ## stop Hadoop, remove datasets and stores under var/ (environments and .cache stay)
 	infra/hadoop/hadoop.sh down

@@ -16,18 +16,9 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from namespace_cluster import MASTER, REPO_ROOT, WORKERS, client_environment, cluster, link_bytes, needs_root
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = REPO_ROOT / "infra" / "cluster" / "netns.sh"
-MASTER = "10.77.0.10"
-WORKERS = {"cb-node1": "10.77.0.11", "cb-node2": "10.77.0.12"}
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 and not os.environ.get("CLOUDBURST_REQUIRE_HADOOP"),
-                                reason="network namespaces need root")
-
-
-def cluster(*arguments: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SCRIPT), *arguments], capture_output=True, text=True, timeout=timeout, check=False)
+pytestmark = needs_root
 
 
 def namespaces() -> set[str]:
@@ -138,12 +129,6 @@ def test_a_link_carries_about_its_shaped_rate(two_hosts):
     assert 60 < megabits_per_second < 105, megabits_per_second
 
 
-def link_bytes(host: str) -> int:
-    """Bytes through a host's link so far, both directions (the bridge end of its veth pair)."""
-    statistics = Path(f"/sys/class/net/v-{host}/statistics")
-    return int((statistics / "rx_bytes").read_text()) + int((statistics / "tx_bytes").read_text())
-
-
 @pytest.fixture(scope="module")
 def mnist_on_cluster(two_hosts, tmp_path_factory):
     """The cluster's client settings (netns.sh env, after spark-archive) and an MNIST slice ingested, augmented and
@@ -152,10 +137,7 @@ def mnist_on_cluster(two_hosts, tmp_path_factory):
 
     archive = cluster("spark-archive", timeout=900)
     assert archive.returncode == 0, archive.stderr
-    environment = {**os.environ, "CLOUDBURST_SPARK_PROGRESS": "false"}
-    for line in cluster("env", timeout=30).stdout.splitlines():
-        name, value = line.removeprefix("export ").split("=", 1)
-        environment[name] = value.strip("'")
+    environment = {**os.environ, "CLOUDBURST_SPARK_PROGRESS": "false", **client_environment()}
     assert environment["CLOUDBURST_SPARK_YARN_ARCHIVE"].startswith(f"hdfs://{MASTER}:8020/")
     spec = RunSpec(train_limit=600, test_limit=200, nodes=2, workers_per_node=1, epochs=2, batch_size_per_worker=32,
                    spark_master="yarn", data_root=f"{environment['CLOUDBURST_HDFS_URI']}/cloudburst-tests/"

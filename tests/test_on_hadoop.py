@@ -107,6 +107,42 @@ def test_yarn_without_room_for_every_worker_is_a_clear_error_not_a_hang(mnist_on
     assert "of the 3 executors this run needs" in errors[0] and "MB and" in errors[0], errors[0]
 
 
+SUBMITTED_PROBE = """
+import json
+from training.config import RunSpec
+from training.jobs.spark_session import spark_session
+session = spark_session("cloudburst-probe", spec=RunSpec(nodes=1, workers_per_node=2))
+conf = session.sparkContext.getConf()
+print("PROBE", json.dumps({key: conf.get(key, None) for key in (
+    "spark.master", "spark.driver.host", "spark.executor.instances", "spark.executor.cores", "spark.task.cpus",
+    "spark.executor.memory")}))
+session.stop()
+"""
+
+
+def test_a_job_submitted_by_spark_submit_gets_the_cluster_settings_and_keeps_its_own(hadoop, tmp_path):
+    """As Airflow's Spark operator runs a step: spark-submit --master yarn. The job still shapes its executors
+    for the run and takes the driver's address from CLOUDBURST_SPARK_DRIVER_HOST (before, SparkConf() read empty
+    until the session existed, the master read as local, and every cluster setting was left out: on the
+    namespace cluster the executors then called the driver at an address they cannot reach); a --conf given to
+    spark-submit wins."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(SUBMITTED_PROBE)
+    python = Path(sys.executable)
+    environment = {**os.environ, "HADOOP_CONF_DIR": hadoop.conf_dir, "CLOUDBURST_SPARK_DRIVER_HOST": "127.0.0.1",
+                   "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}", "PYSPARK_PYTHON": str(python),
+                   "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "CLOUDBURST_SPARK_PROGRESS": "false"}
+    result = subprocess.run(["spark-submit", "--master", "yarn", "--conf", "spark.executor.memory=1g", str(probe)],
+                            capture_output=True, text=True, timeout=300, env=environment)
+    assert result.returncode == 0, result.stderr[-4000:]
+    import json
+
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("PROBE ")]
+    assert json.loads(line.removeprefix("PROBE ")) == {
+        "spark.master": "yarn", "spark.driver.host": "127.0.0.1", "spark.executor.instances": "1",
+        "spark.executor.cores": "2", "spark.task.cpus": "1", "spark.executor.memory": "1g"}
+
+
 def test_a_wrong_namenode_port_is_one_line_before_any_spark_job(hadoop, tmp_path):
     from urllib.parse import urlparse
 

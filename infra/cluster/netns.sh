@@ -16,10 +16,12 @@
 #                                              and NodeManagers, round-trip time master → each worker; exit 0
 #                                              when everything runs, 3 otherwise
 #   infra/cluster/netns.sh env                 export lines for clients on this (the host's) side:
-#                                              HADOOP_CONF_DIR, CLOUDBURST_HDFS_URI, CLOUDBURST_WEBHDFS_PORT, ...
+#                                              HADOOP_CONF_DIR, CLOUDBURST_HDFS_URI, CLOUDBURST_WEBHDFS_PORT, ...,
+#                                              Airflow's webhdfs_default connection
 #   infra/cluster/netns.sh spark-archive       put pyspark's jars on the cluster's HDFS once (spark.yarn.archive;
 #                                              `env` then exports CLOUDBURST_SPARK_YARN_ARCHIVE)
-#   infra/cluster/netns.sh exec HOST CMD...    run CMD inside a host's namespace (e.g. to kill its daemons)
+#   infra/cluster/netns.sh exec HOST CMD...    run CMD inside a host's namespace and CPU share (e.g. to kill its
+#                                              daemons, or to measure what one host computes alone)
 #
 # Addresses: the bridge cb0 holds 10.77.0.1 on this side (Airflow, MLflow, Spark drivers reach the cluster
 # through it); cb-master is 10.77.0.10, cb-node<i> 10.77.0.<10+i>. Each host has its own namespace, address,
@@ -410,6 +412,8 @@ cmd_env() {
     echo "export CLOUDBURST_WEBHDFS_PORT='${PORT[WEBHDFS_PORT]}'"
     echo "export CLOUDBURST_YARN_WEB='$MASTER_ADDRESS:${PORT[RM_WEB_PORT]}'"
     echo "export CLOUDBURST_SPARK_DRIVER_HOST='$HOST_SIDE'"
+    # The NameNode Airflow's HDFS sensors ask (infra/airflow-env.sh keeps one already set).
+    echo "export AIRFLOW_CONN_WEBHDFS_DEFAULT='{\"conn_type\":\"webhdfs\",\"host\":\"$MASTER_ADDRESS\",\"port\":${PORT[WEBHDFS_PORT]}}'"
     [[ -f "$VAR/spark-archive.uri" ]] && echo "export CLOUDBURST_SPARK_YARN_ARCHIVE='$(<"$VAR/spark-archive.uri")'"
     return 0
 }
@@ -459,6 +463,9 @@ case "${1:-}" in
     status) cmd_status ;;
     env) cmd_env ;;
     spark-archive) cmd_spark_archive ;;
-    exec) shift; host="${1:?host}"; shift; exec ip netns exec "$host" "$@" ;;
+    exec) shift; host="${1:?host}"; shift
+        # Its CPU share too (worker hosts): a process run "on" a host competes for that host's cores only.
+        if [[ -w "$(cgroup_of "$host")/cgroup.procs" ]]; then echo "$$" >"$(cgroup_of "$host")/cgroup.procs"; fi
+        exec ip netns exec "$host" "$@" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

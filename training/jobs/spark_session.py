@@ -43,12 +43,16 @@ def spark_session(app_name: str, master: str | None = None, spec: RunSpec | None
     # Each Spark task is one core's worth of work; BLAS threads inside it would only oversubscribe.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
     chosen = master
-    if chosen is None and not submitted_by_spark_submit():
+    if submitted_by_spark_submit():
+        # Join spark-submit's JVM now: until then SparkConf() is empty, and its master (yarn) read as the local
+        # default, so a submitted job left out every cluster setting (the Spark driver's address among them).
+        SparkContext._ensure_initialized()
+    elif chosen is None:
         chosen = (spec.spark_master if spec is not None else "") or default_master()
     if chosen is not None:
         builder = builder.master(chosen)

@@ -1,0 +1,103 @@
+"""The DAGs unchanged on the several-host cluster (infra/cluster/netns.sh, two worker hosts on 1gbit links):
+only the client settings (`netns.sh env`: HADOOP_CONF_DIR, Airflow's webhdfs_default, the Spark driver's
+address) and the Params data_root, spark_master = yarn and nodes = 2 differ from the embedded default. MNIST with
+Downpour and keyword spotting with Horovod run through dag.test(); their data lives on the cluster's HDFS, every
+Spark step is a YARN application, one worker on each host, and the training traffic crosses both hosts' links."""
+
+from __future__ import annotations
+
+import pytest
+from namespace_cluster import WORKERS, client_environment, cluster, link_bytes, needs_root
+
+pytestmark = [pytest.mark.hadoop, needs_root]
+
+
+@pytest.fixture(scope="module")
+def cluster_settings():
+    """Two worker hosts up, Spark's jars on their HDFS; the client settings. Taken down afterwards."""
+    cluster("down", timeout=120)
+    up = cluster("up", "2", "1gbit")
+    assert up.returncode == 0, up.stdout + up.stderr
+    archive = cluster("spark-archive", timeout=900)
+    assert archive.returncode == 0, archive.stderr
+    yield client_environment()
+    down = cluster("down", timeout=180)
+    assert down.returncode == 0, down.stdout + down.stderr
+
+
+def run_on_cluster(dag_bag, dag_id: str, conf: dict, settings: dict[str, str], monkeypatch):
+    """dag.test() of the DAG with the cluster's client settings; every task must succeed. Returns the MLflow run
+    and the bytes each worker host's link carried meanwhile."""
+    import mlflow
+    from airflow.dag_processing.dagbag import DagBag
+
+    for name, value in {**settings, "CLOUDBURST_SPARK_PROGRESS": "false"}.items():
+        monkeypatch.setenv(name, value)
+    # A DAG object of its own: dag.test(run_conf=…) leaves the conf in the DAG's params for later tests.
+    dag = DagBag(dag_folder=dag_bag.dag_folder).dags[dag_id]
+    before = {host: link_bytes(host) for host in WORKERS}
+    dag_run = dag.test(run_conf=conf)
+    carried = {host: link_bytes(host) - before[host] for host in WORKERS}
+    states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
+    assert set(states.values()) == {"success"}, states
+    client = mlflow.MlflowClient(conf["tracking_uri"])
+    [run] = client.search_runs([client.get_experiment_by_name(dag_id).experiment_id])
+    assert run.info.status == "FINISHED"
+    return run, carried
+
+
+def yarn_application(settings: dict[str, str], application_id: str) -> dict:
+    import json
+    import urllib.request
+
+    url = f"http://{settings['CLOUDBURST_YARN_WEB']}/ws/v1/cluster/apps/{application_id}"
+    with urllib.request.urlopen(url, timeout=10) as reply:
+        return json.load(reply)["app"]
+
+
+def check_on_the_cluster(spec, run, settings: dict[str, str]) -> None:
+    """Its datasets on the cluster's HDFS; its training a YARN application that succeeded."""
+    from training import storage
+
+    for uri in (spec.raw_uri(), spec.augmented_uri(), spec.shards_uri()):
+        assert uri.startswith(settings["CLOUDBURST_HDFS_URI"]) and storage.read_manifest(uri) is not None, uri
+    assert run.data.tags["spark_master"] == "yarn"
+    application = yarn_application(settings, run.data.tags["spark_application_id"])
+    assert (application["name"], application["finalStatus"]) == ("cloudburst-train", "SUCCEEDED")
+
+
+@pytest.mark.timeout(1500)
+def test_the_mnist_dag_trains_downpour_on_both_hosts(dag_bag, cluster_settings, tmp_path, monkeypatch):
+    from training.config import RunSpec
+
+    conf = {"train_limit": 1000, "test_limit": 300, "epochs": 2, "strategy": "downpour", "nodes": 2,
+            "workers_per_node": 1, "spark_master": "yarn", "run_name": "mnist-on-the-cluster",
+            "data_root": f"{cluster_settings['CLOUDBURST_HDFS_URI']}/cloudburst-dags",
+            "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    run, carried = run_on_cluster(dag_bag, "mnist_elastic_cnn", conf, cluster_settings, monkeypatch)
+    check_on_the_cluster(RunSpec.from_mapping({**conf, "workload": "mnist_elastic_cnn"}), run, cluster_settings)
+    moved = run.data.metrics["bytes_moved"]
+    print(f"MNIST, Downpour 2x1 on the cluster: {moved / 1e6:.1f} MB moved; on the links: "
+          + ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items()))
+    assert moved > 0 and sum(carried.values()) >= 0.9 * moved
+    assert all(count >= 0.3 * moved for count in carried.values()), carried  # a worker on each host
+    assert 0.2 < run.data.metrics["test_accuracy"] <= 1  # twice chance: 2 epochs of 1,000 images (0.49 measured)
+
+
+@pytest.mark.timeout(1500)
+def test_the_keyword_spotting_dag_trains_horovod_on_both_hosts(dag_bag, cluster_settings, tmp_path, monkeypatch):
+    from training.config import RunSpec
+
+    conf = {"speakers": 24, "epochs": 2, "batch_size_per_worker": 32, "strategy": "horovod", "nodes": 2,
+            "workers_per_node": 1, "spark_master": "yarn", "run_name": "kws-on-the-cluster",
+            "data_root": f"{cluster_settings['CLOUDBURST_HDFS_URI']}/cloudburst-dags",
+            "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    run, carried = run_on_cluster(dag_bag, "kws_densenet_bilstm", conf, cluster_settings, monkeypatch)
+    spec = RunSpec.from_mapping({**conf, "workload": "kws_densenet_bilstm"})
+    check_on_the_cluster(spec, run, cluster_settings)
+    # Ring all-reduce of two: each worker sends and receives its gradients (float32) every step.
+    moved = 2 * 4 * run.data.metrics["model_parameters"] * int(run.data.tags["steps_per_epoch"]) * spec.epochs
+    print(f"keyword spotting, Horovod 2x1 on the cluster: {moved / 1e6:.1f} MB of gradients; on the links: "
+          + ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items()))
+    assert all(count >= 0.3 * moved for count in carried.values()), carried
+    assert 0 <= run.data.metrics["test_accuracy"] <= 1
