@@ -181,6 +181,20 @@ def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_
     assert all(count >= 0.3 * moved for count in carried.values()), carried  # a worker on each host
 
 
+@pytest.mark.timeout(900)
+def test_one_horovod_worker_alone_on_a_host_finds_the_rendezvous_on_this_side(mnist_on_cluster):
+    """The speedup baseline on the cluster (1 × 1). With a single task Horovod may take any of its interfaces for the
+    rendezvous, loopback included, and the rank then asks its own namespace's 127.0.0.1 and aborts; the driver's
+    explicit address names the interface (placement.driver_interfaces)."""
+    environment, data = mnist_on_cluster
+    spec = data.with_changes(strategy="horovod", nodes=1, epochs=1, run_name="netns-1x1")
+    step_on_cluster("shard", spec, environment)
+    step_on_cluster("train", spec, environment)
+    run = tracked_run(spec)
+    assert (run.data.tags["spark_master"], run.data.tags["total_workers"]) == ("yarn", "1")
+    assert run.data.metrics["samples_per_second_mean"] > 0
+
+
 def live_datanodes() -> int:
     state = get_json(f"http://{MASTER}:9870/jmx?qry=Hadoop:service=NameNode,name=FSNamesystemState")
     return int(state["beans"][0]["NumLiveDataNodes"])

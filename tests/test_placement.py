@@ -68,3 +68,14 @@ def test_tensorflow_threads_are_sized_once_per_process_and_later_requests_keep_t
 def test_a_worker_needs_at_least_one_thread():
     with pytest.raises(ValueError, match="≥ 1 thread"):
         configure_tensorflow_threads(0)
+
+
+def test_horovod_uses_the_interface_of_an_explicit_driver_address_and_otherwise_chooses(monkeypatch):
+    from training.strategies.placement import driver_interfaces
+
+    monkeypatch.delenv("CLOUDBURST_SPARK_DRIVER_HOST", raising=False)
+    assert driver_interfaces() is None
+    monkeypatch.setenv("CLOUDBURST_SPARK_DRIVER_HOST", "127.0.0.1")
+    assert driver_interfaces() == {"lo"}
+    monkeypatch.setenv("CLOUDBURST_SPARK_DRIVER_HOST", "198.51.100.7")  # TEST-NET-2: no interface here holds it
+    assert driver_interfaces() is None

@@ -18,6 +18,7 @@ from training.strategies.input_pipeline import training_dataset
 from training.strategies.placement import (
     configure_tensorflow_threads,
     cores_per_node,
+    driver_interfaces,
     threads_per_worker,
     worker_environment,
 )
@@ -169,6 +170,7 @@ class HorovodStrategy:
                     use_gloo=True,
                     env=worker_environment(),
                     verbose=1,
+                    nics=driver_interfaces(),
                 )
             except RuntimeError as error:
                 if "processes exited with non-zero" not in str(error):

@@ -65,6 +65,25 @@ def worker_environment() -> dict[str, str]:
     return environment
 
 
+def driver_interfaces() -> set[str] | None:
+    """The network interface that holds $CLOUDBURST_SPARK_DRIVER_HOST, for Horovod's ``nics``; None when unset
+    or not an address of this machine (Horovod then chooses).
+
+    Horovod on Spark serves its Gloo rendezvous from the driver, at the driver's address on an interface every
+    task also has. With one task it takes any of that task's interfaces, loopback included, and a task in another
+    network namespace then asks its own 127.0.0.1 and aborts. Where the driver's address is set explicitly (a
+    cluster whose hosts reach this side only through it), its interface is the one to use."""
+    address = os.environ.get("CLOUDBURST_SPARK_DRIVER_HOST")
+    if not address:
+        return None
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(entry.address == address for entry in addresses):
+            return {name}
+    return None
+
+
 def driver_host(spark: SparkSession) -> str:
     """The address workers reach the driver at: loopback in local mode, Spark's driver host on a cluster."""
     if spark.sparkContext.master.startswith("local"):
