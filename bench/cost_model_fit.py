@@ -1,0 +1,64 @@
+"""The communication cost model (training/study/cost_model.py) fitted to a cluster bench's measurements
+(bench/cluster_links.py's JSON, the newest under var/bench/cluster/ by default): the fitted constants, then each
+configuration predicted by the model fitted to all the others (leave one out), and the median error.
+
+Compute per example is the ceiling's rate per host (all hosts busy at once); the link latency is the measured
+TCP connect time between hosts (about 50 µs, `make cluster-status`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from training import REPO_ROOT
+from training.study.cost_model import Configuration, fit, leave_one_out, median
+
+LINK_BYTES_PER_SECOND = {"10gbit": 1.25e9, "1gbit": 1.25e8, "100mbit": 1.25e7}
+
+
+def configuration(name: str, link: str, settings: dict, parameters: int, steps_per_epoch: int) -> Configuration:
+    common = {"workers": settings["nodes"], "parameters": parameters, "batch_per_worker": settings["batch"],
+              "link_bytes_per_second": LINK_BYTES_PER_SECOND[link], "steps_per_epoch": steps_per_epoch,
+              "latency_seconds": 5e-5}
+    if name.startswith("downpour"):
+        pushes = int(name.split("=")[1])
+        return Configuration("downpour", n_push=pushes, n_fetch=pushes, **common)
+    return Configuration(name.split()[0], **common)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    newest = max((REPO_ROOT / "var" / "bench" / "cluster").glob("*.json"), default=None,
+                 key=lambda path: path.stat().st_mtime)
+    parser.add_argument("--results", type=Path, default=newest, help="a bench/cluster_links.py JSON (default: newest)")
+    parser.add_argument("--parameters", type=int, default=225_034, help="the model's parameters (MNIST CNN)")
+    args = parser.parse_args()
+    if args.results is None or not args.results.is_file():
+        parser.error("no cluster bench results: run `make bench-cluster` first, or give --results")
+    results = json.loads(args.results.read_text())
+    settings = results["settings"]
+    examples = 120_000 if not settings.get("train_limit") else 2 * settings["train_limit"]  # one elastic copy
+    steps_per_epoch = examples // settings["nodes"] // settings["batch"]
+    observations, labels = [], []
+    for link, measured in results["links"].items():
+        for name, run in measured["runs"].items():
+            observations.append((configuration(name, link, settings, args.parameters, steps_per_epoch),
+                                 run["samples_per_second"]))
+            labels.append(f"{link} {name}")
+    seconds_per_example = {1: settings["nodes"] / results["ceiling"]["samples_per_second"]}
+    fitted = fit(observations, seconds_per_example)
+    print(f"fitted to all {len(observations)}: link efficiency {fitted.efficiency:.2f}; overlap "
+          + ", ".join(f"{s} {v:.2f}" for s, v in fitted.overlap.items()) + "; cost per message "
+          + ", ".join(f"{s} {1000 * v:.1f} ms" for s, v in fitted.message_seconds.items()))
+    print("\n| configuration | measured samples/s | predicted (left out) | error |\n|---|---|---|---|")
+    predictions = leave_one_out(observations, seconds_per_example)
+    for label, prediction in zip(labels, predictions, strict=True):
+        print(f"| {label} | {prediction.measured:,.0f} | {prediction.predicted:,.0f} | "
+              f"{prediction.relative_error:.1%} |")
+    print(f"\nmedian leave-one-out error: {median([p.relative_error for p in predictions]):.1%} (target ≤ 15 %)")
+
+
+if __name__ == "__main__":
+    main()

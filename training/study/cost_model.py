@@ -1,0 +1,207 @@
+"""A communication cost model of one training step, per strategy: pure functions, no I/O.
+
+A worker's step is its compute plus the communication that compute does not hide::
+
+    compute   = batch × seconds_per_example(threads per worker)
+    transfer  = bytes per step / (efficiency × link rate) + messages per step × (latency + cost per message)
+    step      = compute + max(0, transfer − overlap × compute)
+    samples/s = workers × batch / step
+
+Bytes a worker sends per step (P parameters of 4 bytes; fp16 compression halves Horovod's):
+
+    horovod    2(N−1)/N × 4P          ring all-reduce of N workers, every step
+    downpour   4P/n_push + 4P/n_fetch  its pushes and fetches, through its link to the server
+    averaging  2 × 4P × R / S          weights down and up once per round (R rounds in S steps per epoch)
+
+What a study fits from its own runs (:func:`fit`): the share of a link's rate TCP achieves (one ``efficiency``
+for every strategy) and, per strategy, the ``overlap`` of communication with compute (0: none, Horovod's
+synchronous all-reduce waits; 1: hidden while it fits, Downpour's asynchronous pushes) and a fixed ``cost per
+message`` (what a message costs besides its bytes: Horovod's negotiation of each collective, the parameter
+server applying a push, a Spark job per averaging round). Compute per example comes from runs that do not
+communicate, all hosts busy at once (the ceiling: one process alone runs faster than it does beside others).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+
+BYTES_PER_PARAMETER = 4  # float32
+STRATEGIES = ("horovod", "downpour", "averaging")
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One training configuration, as much of it as its step time depends on."""
+
+    strategy: str
+    workers: int  # nodes × workers_per_node
+    parameters: int
+    batch_per_worker: int
+    link_bytes_per_second: float  # each worker's link (nominal rate)
+    threads_per_worker: int = 1
+    n_push: int = 4
+    n_fetch: int = 4
+    rounds_per_epoch: int = 4
+    steps_per_epoch: int = 1  # a worker's steps per epoch (averaging's rounds are spread over them)
+    fp16_compression: bool = False
+    latency_seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy must be one of {', '.join(STRATEGIES)}, not {self.strategy!r}")
+        for name in ("workers", "parameters", "batch_per_worker", "threads_per_worker", "n_push", "n_fetch",
+                     "rounds_per_epoch", "steps_per_epoch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if not self.link_bytes_per_second > 0 or self.latency_seconds < 0:
+            raise ValueError("the link needs a positive rate and a latency ≥ 0")
+
+
+@dataclass(frozen=True)
+class Constants:
+    """What the model is fitted with: compute per example by threads per worker, link efficiency, overlaps."""
+
+    seconds_per_example: dict[int, float]
+    efficiency: float = 1.0
+    overlap: dict[str, float] = field(default_factory=dict)
+    message_seconds: dict[str, float] = field(default_factory=dict)
+
+    def compute_seconds(self, configuration: Configuration) -> float:
+        threads = configuration.threads_per_worker
+        if threads not in self.seconds_per_example:
+            raise ValueError(f"no compute measurement for {threads} thread(s) per worker (have "
+                             f"{sorted(self.seconds_per_example)})")
+        return configuration.batch_per_worker * self.seconds_per_example[threads]
+
+
+def bytes_per_step(configuration: Configuration) -> float:
+    """Bytes one worker sends per step (what it receives is the same amount)."""
+    weights = BYTES_PER_PARAMETER * configuration.parameters
+    workers = configuration.workers
+    if configuration.strategy == "horovod":
+        ring = 2 * (workers - 1) / workers * weights
+        return ring / 2 if configuration.fp16_compression else ring
+    if configuration.strategy == "downpour":
+        return weights / configuration.n_push + weights / configuration.n_fetch
+    return 2 * weights * configuration.rounds_per_epoch / configuration.steps_per_epoch
+
+
+def messages_per_step(configuration: Configuration) -> float:
+    """Round trips per step that each pay the link's latency."""
+    if configuration.strategy == "horovod":
+        return 2 * (configuration.workers - 1)  # the ring's reduce-scatter and all-gather
+    if configuration.strategy == "downpour":
+        return 1 / configuration.n_push + 1 / configuration.n_fetch
+    return 2 * configuration.rounds_per_epoch / configuration.steps_per_epoch
+
+
+def transfer_seconds(configuration: Configuration, constants: Constants) -> float:
+    """Seconds a worker's step spends communicating, none of it hidden."""
+    if configuration.strategy == "horovod" and configuration.workers == 1:
+        return 0.0
+    rate = constants.efficiency * configuration.link_bytes_per_second
+    per_message = configuration.latency_seconds + constants.message_seconds.get(configuration.strategy, 0.0)
+    return bytes_per_step(configuration) / rate + messages_per_step(configuration) * per_message
+
+
+def step_seconds(configuration: Configuration, constants: Constants) -> float:
+    compute = constants.compute_seconds(configuration)
+    transfer = transfer_seconds(configuration, constants)
+    overlap = constants.overlap.get(configuration.strategy, 0.0)
+    return compute + max(0.0, transfer - overlap * compute)
+
+
+def samples_per_second(configuration: Configuration, constants: Constants) -> float:
+    return configuration.workers * configuration.batch_per_worker / step_seconds(configuration, constants)
+
+
+def speedup(configuration: Configuration, constants: Constants) -> float:
+    """Over one worker with the same threads and batch that does not communicate."""
+    alone = configuration.batch_per_worker / constants.compute_seconds(configuration)
+    return samples_per_second(configuration, constants) / alone
+
+
+Observation = tuple[Configuration, float]  # a configuration and its measured samples/s
+
+
+def _squared_error(observations: Sequence[Observation], constants: Constants) -> float:
+    return sum((samples_per_second(c, constants) / measured - 1) ** 2 for c, measured in observations)
+
+
+# Grids of the fit: a cost per message from none through 1 µs … 1 s (geometric, 5 per decade).
+EFFICIENCIES = tuple(i / 100 for i in range(2, 101, 2))
+OVERLAPS = tuple(i / 20 for i in range(21))
+MESSAGE_SECONDS = (0.0, *(10 ** (exponent / 5) for exponent in range(-30, 1)))
+
+
+def fit(observations: Sequence[Observation], seconds_per_example: dict[int, float],
+        efficiencies: Iterable[float] = EFFICIENCIES, overlaps: Iterable[float] = OVERLAPS,
+        message_seconds: Iterable[float] = MESSAGE_SECONDS) -> Constants:
+    """Efficiency, and per strategy overlap and cost per message, that minimise the squared relative error of
+    the predicted samples/s.
+
+    A grid search: for each efficiency, each strategy's pair is chosen on its own observations (strategies do
+    not interact), so the cost is efficiencies × overlaps × message costs × observations."""
+    if not observations:
+        raise ValueError("nothing to fit: no observations")
+    pairs = [(overlap, cost) for overlap in overlaps for cost in message_seconds]
+    strategies = sorted({configuration.strategy for configuration, _ in observations})
+    best: tuple[float, Constants] | None = None
+    for efficiency in efficiencies:
+        chosen: dict[str, tuple[float, float]] = {}
+        for strategy in strategies:
+            mine = [o for o in observations if o[0].strategy == strategy]
+            chosen[strategy] = min(pairs, key=lambda pair: _squared_error(
+                mine, Constants(seconds_per_example, efficiency, {strategy: pair[0]}, {strategy: pair[1]})))
+        constants = Constants(seconds_per_example, efficiency,
+                              {strategy: pair[0] for strategy, pair in chosen.items()},
+                              {strategy: pair[1] for strategy, pair in chosen.items()})
+        error = _squared_error(observations, constants)
+        if best is None or error < best[0] - 1e-12:
+            best = (error, constants)
+    assert best is not None
+    return best[1]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    configuration: Configuration
+    measured: float
+    predicted: float
+
+    @property
+    def relative_error(self) -> float:
+        return abs(self.predicted - self.measured) / self.measured
+
+
+def leave_one_out(observations: Sequence[Observation], seconds_per_example: dict[int, float]) -> list[Prediction]:
+    """Each observation predicted by the model fitted to all the others."""
+    if len(observations) < 2:
+        raise ValueError("leave-one-out needs at least 2 observations")
+    predictions = []
+    for index, (configuration, measured) in enumerate(observations):
+        others = [o for position, o in enumerate(observations) if position != index]
+        constants = fit(others, seconds_per_example)
+        predictions.append(Prediction(configuration, measured, samples_per_second(configuration, constants)))
+    return predictions
+
+
+def median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def extrapolate(configuration: Configuration, constants: Constants, workers: Sequence[int],
+                link_rates: Sequence[float]) -> list[tuple[int, float, float, float]]:
+    """(workers, link bytes/s, samples/s, speedup) for each pair: model output, not a measurement."""
+    rows = []
+    for count in workers:
+        for rate in link_rates:
+            scaled = replace(configuration, workers=count, link_bytes_per_second=rate)
+            rows.append((count, rate, samples_per_second(scaled, constants), speedup(scaled, constants)))
+    return rows
