@@ -6,6 +6,8 @@ Spark step is a YARN application, one worker on each host, and the training traf
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from namespace_cluster import WORKERS, client_environment, cluster, link_bytes, needs_root
 
@@ -20,7 +22,15 @@ def cluster_settings():
     assert up.returncode == 0, up.stdout + up.stderr
     archive = cluster("spark-archive", timeout=900)
     assert archive.returncode == 0, archive.stderr
-    yield client_environment()
+    settings = client_environment()
+    # HDFS keeps its data across down and up (var/cluster): a root of this session's own, removed afterwards.
+    settings["CLOUDBURST_TEST_DATA_ROOT"] = f"{settings['CLOUDBURST_HDFS_URI']}/cloudburst-dags-{uuid.uuid4().hex[:8]}"
+    yield settings
+    from training import storage
+
+    where = storage.resolve(settings["CLOUDBURST_TEST_DATA_ROOT"])
+    if where.fs.exists(where.path):
+        where.fs.rm(where.path, recursive=True)
     down = cluster("down", timeout=180)
     assert down.returncode == 0, down.stdout + down.stderr
 
@@ -72,7 +82,7 @@ def test_the_mnist_dag_trains_downpour_on_both_hosts(dag_bag, cluster_settings, 
 
     conf = {"train_limit": 1000, "test_limit": 300, "epochs": 2, "strategy": "downpour", "nodes": 2,
             "workers_per_node": 1, "spark_master": "yarn", "run_name": "mnist-on-the-cluster",
-            "data_root": f"{cluster_settings['CLOUDBURST_HDFS_URI']}/cloudburst-dags",
+            "data_root": cluster_settings["CLOUDBURST_TEST_DATA_ROOT"],
             "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     run, carried = run_on_cluster(dag_bag, "mnist_elastic_cnn", conf, cluster_settings, monkeypatch)
     check_on_the_cluster(RunSpec.from_mapping({**conf, "workload": "mnist_elastic_cnn"}), run, cluster_settings)
@@ -90,7 +100,7 @@ def test_the_keyword_spotting_dag_trains_horovod_on_both_hosts(dag_bag, cluster_
 
     conf = {"speakers": 24, "epochs": 2, "batch_size_per_worker": 32, "strategy": "horovod", "nodes": 2,
             "workers_per_node": 1, "spark_master": "yarn", "run_name": "kws-on-the-cluster",
-            "data_root": f"{cluster_settings['CLOUDBURST_HDFS_URI']}/cloudburst-dags",
+            "data_root": cluster_settings["CLOUDBURST_TEST_DATA_ROOT"],
             "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     run, carried = run_on_cluster(dag_bag, "kws_densenet_bilstm", conf, cluster_settings, monkeypatch)
     spec = RunSpec.from_mapping({**conf, "workload": "kws_densenet_bilstm"})
