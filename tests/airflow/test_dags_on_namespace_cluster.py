@@ -35,25 +35,36 @@ def cluster_settings():
     assert down.returncode == 0, down.stdout + down.stderr
 
 
-def run_on_cluster(dag_bag, dag_id: str, conf: dict, settings: dict[str, str], monkeypatch):
-    """dag.test() of the DAG with the cluster's client settings; every task must succeed. Returns the MLflow run
-    and the bytes each worker host's link carried meanwhile."""
+def run_on_cluster(dag_bag, workload: str, settings: dict[str, str], monkeypatch, tmp_path, **workload_conf):
+    """dag.test() of the workload's DAG on the cluster, nodes = 2 with a worker each, with the cluster's client
+    settings; every task must succeed and the run must live on the cluster (check_on_the_cluster). Returns the
+    run's RunSpec, its MLflow run and the bytes each worker host's link carried meanwhile."""
     import mlflow
     from airflow.dag_processing.dagbag import DagBag
 
+    from training.config import RunSpec
+
+    conf = {**workload_conf, "nodes": 2, "workers_per_node": 1, "spark_master": "yarn",
+            "data_root": settings["CLOUDBURST_TEST_DATA_ROOT"], "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
     for name, value in {**settings, "CLOUDBURST_SPARK_PROGRESS": "false"}.items():
         monkeypatch.setenv(name, value)
     # A DAG object of its own: dag.test(run_conf=…) leaves the conf in the DAG's params for later tests.
-    dag = DagBag(dag_folder=dag_bag.dag_folder).dags[dag_id]
+    dag = DagBag(dag_folder=dag_bag.dag_folder).dags[workload]
     before = {host: link_bytes(host) for host in WORKERS}
     dag_run = dag.test(run_conf=conf)
     carried = {host: link_bytes(host) - before[host] for host in WORKERS}
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
     assert set(states.values()) == {"success"}, states
     client = mlflow.MlflowClient(conf["tracking_uri"])
-    [run] = client.search_runs([client.get_experiment_by_name(dag_id).experiment_id])
+    [run] = client.search_runs([client.get_experiment_by_name(workload).experiment_id])
     assert run.info.status == "FINISHED"
-    return run, carried
+    spec = RunSpec.from_mapping({**conf, "workload": workload})
+    check_on_the_cluster(spec, run, settings)
+    return spec, run, carried
+
+
+def on_the_links(carried: dict[str, int]) -> str:
+    return ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items())
 
 
 def yarn_application(settings: dict[str, str], application_id: str) -> dict:
@@ -78,17 +89,11 @@ def check_on_the_cluster(spec, run, settings: dict[str, str]) -> None:
 
 @pytest.mark.timeout(1500)
 def test_the_mnist_dag_trains_downpour_on_both_hosts(dag_bag, cluster_settings, tmp_path, monkeypatch):
-    from training.config import RunSpec
-
-    conf = {"train_limit": 1000, "test_limit": 300, "epochs": 2, "strategy": "downpour", "nodes": 2,
-            "workers_per_node": 1, "spark_master": "yarn", "run_name": "mnist-on-the-cluster",
-            "data_root": cluster_settings["CLOUDBURST_TEST_DATA_ROOT"],
-            "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    run, carried = run_on_cluster(dag_bag, "mnist_elastic_cnn", conf, cluster_settings, monkeypatch)
-    check_on_the_cluster(RunSpec.from_mapping({**conf, "workload": "mnist_elastic_cnn"}), run, cluster_settings)
+    _, run, carried = run_on_cluster(dag_bag, "mnist_elastic_cnn", cluster_settings, monkeypatch, tmp_path,
+                                     train_limit=1000, test_limit=300, epochs=2, strategy="downpour",
+                                     run_name="mnist-on-the-cluster")
     moved = run.data.metrics["bytes_moved"]
-    print(f"MNIST, Downpour 2x1 on the cluster: {moved / 1e6:.1f} MB moved; on the links: "
-          + ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items()))
+    print(f"MNIST, Downpour 2x1 on the cluster: {moved / 1e6:.1f} MB moved; on the links: {on_the_links(carried)}")
     assert moved > 0 and sum(carried.values()) >= 0.9 * moved
     assert all(count >= 0.3 * moved for count in carried.values()), carried  # a worker on each host
     assert 0.2 < run.data.metrics["test_accuracy"] <= 1  # twice chance: 2 epochs of 1,000 images (0.49 measured)
@@ -96,18 +101,12 @@ def test_the_mnist_dag_trains_downpour_on_both_hosts(dag_bag, cluster_settings, 
 
 @pytest.mark.timeout(1500)
 def test_the_keyword_spotting_dag_trains_horovod_on_both_hosts(dag_bag, cluster_settings, tmp_path, monkeypatch):
-    from training.config import RunSpec
-
-    conf = {"speakers": 24, "epochs": 2, "batch_size_per_worker": 32, "strategy": "horovod", "nodes": 2,
-            "workers_per_node": 1, "spark_master": "yarn", "run_name": "kws-on-the-cluster",
-            "data_root": cluster_settings["CLOUDBURST_TEST_DATA_ROOT"],
-            "tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}"}
-    run, carried = run_on_cluster(dag_bag, "kws_densenet_bilstm", conf, cluster_settings, monkeypatch)
-    spec = RunSpec.from_mapping({**conf, "workload": "kws_densenet_bilstm"})
-    check_on_the_cluster(spec, run, cluster_settings)
+    spec, run, carried = run_on_cluster(dag_bag, "kws_densenet_bilstm", cluster_settings, monkeypatch, tmp_path,
+                                        speakers=24, epochs=2, batch_size_per_worker=32, strategy="horovod",
+                                        run_name="kws-on-the-cluster")
     # Ring all-reduce of two: each worker sends and receives its gradients (float32) every step.
     moved = 2 * 4 * run.data.metrics["model_parameters"] * int(run.data.tags["steps_per_epoch"]) * spec.epochs
     print(f"keyword spotting, Horovod 2x1 on the cluster: {moved / 1e6:.1f} MB of gradients; on the links: "
-          + ", ".join(f"{host} {count / 1e6:.1f} MB" for host, count in carried.items()))
+          f"{on_the_links(carried)}; test accuracy {run.data.metrics['test_accuracy']:.3f}")
     assert all(count >= 0.3 * moved for count in carried.values()), carried
     assert 0 <= run.data.metrics["test_accuracy"] <= 1
