@@ -90,13 +90,16 @@ def check_on_the_cluster(spec, run, settings: dict[str, str]) -> None:
 @pytest.mark.timeout(1500)
 def test_the_mnist_dag_trains_downpour_on_both_hosts(dag_bag, cluster_settings, tmp_path, monkeypatch):
     _, run, carried = run_on_cluster(dag_bag, "mnist_elastic_cnn", cluster_settings, monkeypatch, tmp_path,
-                                     train_limit=1000, test_limit=300, epochs=2, strategy="downpour",
-                                     run_name="mnist-on-the-cluster")
+                                     train_limit=2000, test_limit=300, epochs=4, batch_size_per_worker=32,
+                                     strategy="downpour", run_name="mnist-on-the-cluster")
     moved = run.data.metrics["bytes_moved"]
-    print(f"MNIST, Downpour 2x1 on the cluster: {moved / 1e6:.1f} MB moved; on the links: {on_the_links(carried)}")
+    print(f"MNIST, Downpour 2x1 on the cluster: {moved / 1e6:.1f} MB moved; on the links: {on_the_links(carried)}; "
+          f"test accuracy {run.data.metrics['test_accuracy']:.3f}")
     assert moved > 0 and sum(carried.values()) >= 0.9 * moved
     assert all(count >= 0.3 * moved for count in carried.values()), carried  # a worker on each host
-    assert 0.2 < run.data.metrics["test_accuracy"] <= 1  # twice chance: 2 epochs of 1,000 images (0.49 measured)
+    # 248 steps per worker, as in test_downpour's four epochs (0.95-0.97 there). CI once measured 0.18 after 16
+    # steps per worker (1,000 images, batch 128, 2 epochs): the asynchronous order of a few pushes decided it.
+    assert 0.7 < run.data.metrics["test_accuracy"] <= 1
 
 
 @pytest.mark.timeout(1500)
