@@ -207,6 +207,11 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "push accumulates, exceeds this, so one diverging worker cannot wreck the shared parameters (healthy "
             "pushes measured ≤ 1.4 per step on the MNIST CNN); pushes holding NaN or infinity are refused. 0 "
             "turns clipping off.", DOWNPOUR, minimum=0, maximum=1e12),
+    Setting("communication", bool, True, "Communication",
+            "false: the ceiling. Every worker runs its strategy's own training loop and data path on its shard "
+            "but sends nothing to train: no all-reduce, no parameter-server pushes or fetches, no averaging. The "
+            "throughput it measures is the upper bound this configuration can reach; the model is not a trained "
+            "distributed model (each worker trains its own; worker 0's is evaluated and saved).", ADVANCED),
     Setting("threads_per_worker", int, 0, "Threads per worker (0 = automatic)",
             "TensorFlow intra-op threads per worker; 0 means the node's cores ÷ workers per node.", ADVANCED,
             minimum=0, maximum=1024),

@@ -128,7 +128,9 @@ def find_baseline(mlflow_client: MlflowClient, experiment: str, spec: RunSpec, d
     runs = retry_when_locked(mlflow_client.search_runs, [experiment], " and ".join(conditions),
                              order_by=["attributes.start_time DESC"], max_results=10)
     for run in runs:
-        if run.info.run_id != exclude_run_id and "wall_seconds" in run.data.metrics:
+        # A ceiling run (communication off) is no baseline, nor has one; runs older than the setting had it on.
+        if run.info.run_id != exclude_run_id and "wall_seconds" in run.data.metrics \
+                and run.data.params.get("communication", "true") == params["communication"]:
             return run
     return None
 

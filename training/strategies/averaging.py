@@ -6,6 +6,17 @@ Weighting by examples seen matters when shards differ in size: Elephas' synchron
 count. Only weights travel: each worker's optimizer state stays in its Spark Python worker between rounds (a
 rescheduled task starts with a fresh one), as in local-SGD model averaging.
 
+With ``communication`` off (the ceiling) the rounds run as they do with it, but the driver sends no weights and
+averages nothing: each worker continues from the model its Spark Python worker kept from its last round, and only
+worker 0's weights come back, to be evaluated. What still travels, and why: Spark's tasks and their small results
+each round (the rounds are Spark jobs), worker 0's weights each round (the evaluated model lives in the driver; not
+counted in bytes_moved but in evaluation_bytes), and, in the first round of a resumed run, the checkpoint's
+weights to every worker (counted). Spark does not promise that a rank's next task runs in the Python worker that
+ran its last one (local mode rotates through its idle Python workers now and then); when it does not, the rank
+goes on from the model that Python worker holds, the initial weights or an older round's, and the run counts it
+in ``worker_rounds_not_continued``. Only what is learned suffers: the task costs what a rescheduled task costs with
+communication too (a new model is built and compiled there as well).
+
 What is trained and what is measured are separate settings: an epoch is ``rounds_per_epoch`` rounds, each on the
 next 1/rounds_per_epoch of every worker's reshuffled shard, whatever ``evaluations_per_epoch`` says. Accuracy is
 measured after the round in which each of the ``evaluations_per_epoch`` evenly spaced points falls
@@ -18,6 +29,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,11 +45,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# (weights, epoch, round index) → one result per worker: {"rank", "weights", "examples", "loss", "accuracy", …}
+# (weights or None when none are sent, epoch, round index) → one result per worker: {"rank", "weights", "examples",
+# "loss", "accuracy", …}
 # Online augmentation numbers a worker's batches on across rounds: round r of epoch e starts at batch
 # (e · rounds_per_epoch + r) · ROUND_BATCHES, more than any round trains, so no two rounds share seeds.
 ROUND_BATCHES = 1_000_000
-RoundRunner = Callable[[list[np.ndarray], int, int], list[dict[str, Any]]]
+RoundRunner = Callable[[list[np.ndarray] | None, int, int], list[dict[str, Any]]]
 
 
 def weighted_average(weight_sets: Sequence[Sequence[np.ndarray]], examples_seen: Sequence[int]) -> list[np.ndarray]:
@@ -55,15 +68,27 @@ def weighted_average(weight_sets: Sequence[Sequence[np.ndarray]], examples_seen:
     return averaged
 
 
+@dataclass
+class WorkerState:
+    """What a Spark Python worker keeps of one rank between rounds."""
+
+    workload: Any
+    images: np.ndarray
+    labels: np.ndarray
+    model: Any
+    last_round: int | None = None  # epoch · rounds_per_epoch + round index of the round it last trained
+
+
 # Spark reuses its Python workers: a worker's data and compiled model are kept between the rounds of one run.
 # Keyed by the whole run specification, so a later run in the same process never inherits another run's model,
 # learning rate or optimizer state.
-_worker_state: dict[tuple[str, int], Any] = {}
+_worker_state: dict[tuple[str, int], WorkerState] = {}
 
 
 def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shards_uri: str, weights: Any,
                   epoch: int, round_index: int, threads: int) -> Iterator[dict[str, Any]]:
-    """Train one worker for one round from the broadcast weights; yields its weights and what it saw."""
+    """Train one worker for one round from the broadcast weights (or, when none were sent, from its own); yields
+    its weights (with communication off, worker 0's only) and what it saw."""
     import tensorflow as tf
 
     from training.config import RunSpec
@@ -80,11 +105,16 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
                 del _worker_state[stale]  # another run's model and data: free them
             workload = workload_for(spec)
             images, labels = workload.load_shard(shards_uri, rank, spec.total_workers)
+            tf.keras.utils.set_random_seed(spec.seed)  # the driver's initial weights, for a worker sent none
             model = workload.build_model()
             model.compile(optimizer=workload.make_optimizer(spec.learning_rate), loss=workload.make_loss(),
                           metrics=["accuracy"])
-            _worker_state[key] = (workload, images, labels, model)
-        workload, images, labels, model = _worker_state[key]
+            _worker_state[key] = WorkerState(workload, images, labels, model)
+        state = _worker_state[key]
+        workload, images, labels, model = state.workload, state.images, state.labels, state.model
+        this_round = epoch * spec.rounds_per_epoch + round_index
+        continued = state.last_round == this_round - 1  # this model trained the rank's previous round
+        state.last_round = this_round
         # This round's part of the shard, from an order reshuffled every epoch.
         order = np.random.default_rng([spec.seed, rank, epoch]).permutation(len(labels))
         part = np.array_split(order, spec.rounds_per_epoch)[round_index]
@@ -93,7 +123,9 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
             raise ValueError(f"worker {rank}: a round's part of its shard ({len(part)} examples) is smaller than one "
                              f"batch of {spec.batch_size_per_worker}; lower rounds_per_epoch "
                              f"({spec.rounds_per_epoch}) or batch_size_per_worker")
-        model.set_weights(weights.value)
+        sent = None if weights is None else weights.value
+        if sent is not None:
+            model.set_weights(sent)
         workload.start_epoch(epoch)
         # Dropout draws and the shuffle follow the round, not whatever this Python worker ran before.
         tf.keras.utils.set_random_seed(_round_seed(spec.seed, rank, epoch, round_index))
@@ -104,9 +136,11 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
                                    augment_seed=(spec.seed, rank),
                                    first_batch=(epoch * spec.rounds_per_epoch + round_index) * ROUND_BATCHES)
         history = model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0)
-        yield {"rank": rank, "weights": model.get_weights(), "examples": steps * spec.batch_size_per_worker,
-               "loss": float(history.history["loss"][-1]), "accuracy": float(history.history["accuracy"][-1]),
-               "seconds": time.perf_counter() - started}
+        returned = spec.communication or rank == 0  # the ceiling: only the evaluated model comes back
+        yield {"rank": rank, "weights": model.get_weights() if returned else None,
+               "examples": steps * spec.batch_size_per_worker, "loss": float(history.history["loss"][-1]),
+               "accuracy": float(history.history["accuracy"][-1]), "seconds": time.perf_counter() - started,
+               "continued": continued}
 
 
 def _round_seed(seed: int, rank: int, epoch: int, round_index: int) -> int:
@@ -131,7 +165,8 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
     checkpoints = CheckpointStore(run_uri)
     checkpoint = tf.train.Checkpoint(model=model)
     resumed_from = checkpoints.latest_epoch()
-    history = {"epochs": [], "evaluations": [], "training_seconds": 0.0, "bytes_moved": 0}
+    history = {"epochs": [], "evaluations": [], "training_seconds": 0.0, "bytes_moved": 0, "evaluation_bytes": 0,
+               "worker_rounds_not_continued": 0}
     if resumed_from:
         history = {**history, **checkpoints.restore(resumed_from, checkpoint)}
         log.info("resuming after epoch %d from %s", resumed_from, checkpoints.where.uri)
@@ -139,14 +174,20 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
     weight_bytes = sum(tensor.nbytes for tensor in weights)
     evaluated_rounds = set(bookkeeping.evaluation_schedule(spec.rounds_per_epoch, spec.evaluations_per_epoch))
     clock = history["training_seconds"]
+    first_round = True
     for epoch in range(resumed_from, spec.epochs):
         epoch_seconds, examples = 0.0, 0
         losses, accuracies, counts_seen = [], [], []
         for round_index in range(spec.rounds_per_epoch):
             round_started = time.perf_counter()
-            results = run_round(weights, epoch, round_index)
+            # The ceiling sends weights only to restore a resumed run; its workers start from the seeded weights.
+            sent = weights if spec.communication or (first_round and resumed_from) else None
+            results = run_round(sent, epoch, round_index)
             counts = [result["examples"] for result in results]
-            weights = weighted_average([result["weights"] for result in results], counts)
+            if spec.communication:
+                weights = weighted_average([result["weights"] for result in results], counts)
+            else:
+                weights = next(result["weights"] for result in results if result["rank"] == 0)
             seconds = time.perf_counter() - round_started
             epoch_seconds += seconds
             clock += seconds
@@ -154,7 +195,14 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
             losses += [result["loss"] for result in results]
             accuracies += [result["accuracy"] for result in results]
             counts_seen += counts
-            history["bytes_moved"] += 2 * weight_bytes * spec.total_workers  # broadcast down, results up
+            if spec.communication:
+                history["bytes_moved"] += 2 * weight_bytes * spec.total_workers  # broadcast down, results up
+            else:
+                history["bytes_moved"] += 0 if sent is None else weight_bytes * spec.total_workers
+                history["evaluation_bytes"] += weight_bytes
+                if not first_round:  # a job's first round continues no earlier one in any mode
+                    history["worker_rounds_not_continued"] += sum(not result["continued"] for result in results)
+            first_round = False
             model.set_weights(weights)
             if round_index + 1 in evaluated_rounds:
                 accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
@@ -168,13 +216,18 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
         history["training_seconds"] = clock
         log.info("[averaging] %s", bookkeeping.describe_epoch(row, spec.epochs))
         checkpoints.save(epoch + 1, checkpoint, history)
+    extra = {"threads_per_worker": threads, "rounds_per_epoch": spec.rounds_per_epoch,
+             "communication": spec.communication}
+    metrics = {"bytes_moved": history["bytes_moved"]}
+    if not spec.communication:
+        extra["worker_rounds_not_continued"] = history["worker_rounds_not_continued"]
+        metrics["evaluation_bytes"] = history["evaluation_bytes"]
     return TrainingResult(
         epochs=history["epochs"], evaluations=history["evaluations"],
         wall_seconds=time.perf_counter() - started, training_seconds=history["training_seconds"],
         time_to_target_seconds=bookkeeping.time_to_target(history["evaluations"], spec.target_accuracy),
         model_uri=save_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
-        extra={"threads_per_worker": threads, "rounds_per_epoch": spec.rounds_per_epoch},
-        metrics={"bytes_moved": history["bytes_moved"]},
+        extra=extra, metrics=metrics,
     )
 
 
@@ -188,14 +241,15 @@ class AveragingStrategy:
         threads = threads_per_worker(spec, cores_per_node(spark, spec))
         context = spark.sparkContext
 
-        def spark_round(weights: list[np.ndarray], epoch: int, round_index: int) -> list[dict[str, Any]]:
-            broadcast = context.broadcast(weights)
+        def spark_round(weights: list[np.ndarray] | None, epoch: int, round_index: int) -> list[dict[str, Any]]:
+            broadcast = None if weights is None else context.broadcast(weights)
             task = functools.partial(_worker_round, spec_mapping=spec.to_mapping(), shards_uri=shards_uri,
                                      weights=broadcast, epoch=epoch, round_index=round_index, threads=threads)
             try:
                 return context.parallelize(range(spec.total_workers), spec.total_workers).mapPartitions(task) \
                     .collect()
             finally:
-                broadcast.unpersist()
+                if broadcast is not None:
+                    broadcast.unpersist()
 
         return train_in_rounds(spec, evaluation, run_uri, spark_round, threads)

@@ -62,6 +62,17 @@ def samples_per_second(samples: float, seconds: float) -> float:
     return samples / seconds
 
 
+def independent_epoch_seconds(samples: Sequence[float], seconds: Sequence[float]) -> float:
+    """The seconds one epoch of workers that never wait for each other takes: Σ samples ÷ Σ (samples ÷ seconds).
+
+    Independent workers add their rates whatever their speeds (the ceiling's definition), so the epoch's
+    samples_per_second is the sum of the workers' own; the slowest worker's time would undercount it."""
+    if len(samples) != len(seconds) or not samples:
+        raise ValueError(f"{len(samples)} sample counts for {len(seconds)} durations")
+    total_rate = sum(samples_per_second(count, duration) for count, duration in zip(samples, seconds, strict=True))
+    return sum(samples) / total_rate
+
+
 def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float | None:
     """Σ value·weight / Σ weight (e.g. losses weighted by examples); None when nothing was weighed."""
     if len(values) != len(weights):

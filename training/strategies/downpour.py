@@ -13,6 +13,11 @@ Progress is counted on the server: once the pushed steps of all workers add up t
 on the training clock; the snapshots are evaluated after training, so evaluation never steals the workers' CPU. At
 every epoch end the monitor checkpoints parameters, Adagrad state and the snapshots; a restarted job resumes from
 there.
+
+With ``communication`` off (the ceiling: ``train_without_communication``) the same workers run the same loop on the
+same shards with no server: they never fetch or push, and worker 0 keeps its own parameters at its evaluation
+points, evaluated after training. Its epochs add the workers' throughputs; it keeps no checkpoints (a retried
+ceiling run starts over) and has no warm start.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import numpy as np
 from training import sharding, storage
 from training.strategies import bookkeeping
 from training.strategies.base import EvaluationSet, TrainingResult
+from training.strategies.downpour_worker import SNAPSHOTS_FILE
 from training.strategies.placement import cores_per_node, driver_host, threads_per_worker, worker_environment
 
 if TYPE_CHECKING:
@@ -86,9 +92,13 @@ def run_worker_process(partitions: Iterator[int], jobs: list[dict[str, Any]]) ->
             tail.append(line)
         returncode = process.wait()
         rows = [json.loads(line) for line in report.read_text().splitlines()] if report.exists() else []
+        ceiling_snapshots = None
+        if report.with_name(SNAPSHOTS_FILE).exists():
+            with np.load(report.with_name(SNAPSHOTS_FILE)) as saved:
+                ceiling_snapshots = dict(saved)
     yield {"rank": rank, "returncode": returncode, "epochs": [row for row in rows if "epoch" in row],
            "totals": next((row for row in rows if row.get("done")), None),
-           "log_tail": "".join(tail) if returncode else ""}
+           "log_tail": "".join(tail) if returncode else "", "snapshots": ceiling_snapshots}
 
 
 # --- The monitor: evaluation snapshots and checkpoints, counted in pushed steps ---------------------------------
@@ -239,13 +249,11 @@ class DownpourStrategy:
         from training.strategies.parameter_server.server import ParameterServer
         from training.workloads import workload_for
 
+        if not spec.communication:
+            return train_without_communication(spec, shards_uri, evaluation, run_uri, spark)
         started = time.perf_counter()
         workload = workload_for(spec)
-        model = workload.build_model()
-        if model.non_trainable_weights:
-            raise ValueError(f"{spec.workload}: Downpour serves trainable parameters only; this model also has "
-                             f"non-trainable state ({model.non_trainable_weights[0].name}) that workers would "
-                             f"keep to themselves")
+        model = _servable_model(spec, workload)
         template = model.get_weights()
         worker_steps = steps_per_worker_epoch(shards_uri, spec)
         total_steps = sum(worker_steps)
@@ -294,13 +302,7 @@ class DownpourStrategy:
             statistics = _combined_statistics(statistics_before, server)
             final_parameters = server.parameters()
 
-        lost = [outcome for outcome in outcomes if outcome["returncode"] != 0]
-        for outcome in lost:
-            log.warning("[downpour] worker %d was lost (exit status %d); the others carried on. Its last output:\n%s",
-                        outcome["rank"], outcome["returncode"], outcome["log_tail"])
-        if outcomes and len(lost) == len(outcomes):
-            raise RuntimeError(f"all {len(outcomes)} Downpour workers failed; the first said:\n{lost[0]['log_tail']}")
-
+        lost = _lost_workers(outcomes)
         test_images, test_labels = evaluation.load(workload)
         reached = progress.reached()
         for point, snapshot in zip(reached, progress.snapshots, strict=True):
@@ -323,9 +325,88 @@ class DownpourStrategy:
             training_seconds=training_seconds, time_to_target_seconds=time_to_target,
             model_uri=save_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
             extra={"threads_per_worker": threads_per_worker(spec, node_cores), "steps_per_epoch": total_steps,
-                   **extra},
+                   "communication": True, **extra},
             metrics=metrics,
         )
+
+
+def train_without_communication(spec: RunSpec, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
+                                spark: SparkSession) -> TrainingResult:
+    """The ceiling: Downpour's workers on their shards with no parameter server; worker 0's model is evaluated at
+    its own evaluation points (on its own clock) and saved."""
+    from training.strategies.checkpoints import save_model
+    from training.strategies.evaluation_clock import correct_predictions
+    from training.workloads import workload_for
+
+    started = time.perf_counter()
+    workload = workload_for(spec)
+    model = _servable_model(spec, workload)  # the same models as with communication, so the two compare
+    template = model.get_weights()
+    total_steps = sum(steps_per_worker_epoch(shards_uri, spec))
+    threads = threads_per_worker(spec, cores_per_node(spark, spec))
+    job = {"spec": spec.to_mapping(), "shards_uri": shards_uri, "threads": threads, "start_epoch": 0,
+           "wait_for_version": 0}
+    log.info("[downpour] %d workers (%s) without communication (the ceiling): no parameter server",
+             spec.total_workers, spec.config)
+    outcomes = _run_workers(spark, spec, job, resumed_from=0)
+    lost = _lost_workers(outcomes)
+    snapshots = outcomes[0].get("snapshots")  # a worker lost with its executor reports none
+    if outcomes[0]["returncode"] != 0 or snapshots is None:
+        raise RuntimeError(f"the ceiling evaluates worker 0's model, but worker 0 was lost:\n"
+                           f"{outcomes[0]['log_tail']}")
+
+    test_images, test_labels = evaluation.load(workload)
+    evaluations, measures = [], {}
+    for clock, position, parameters in zip(snapshots["clock"], snapshots["positions"], snapshots["parameters"],
+                                           strict=True):
+        model.set_weights(unflatten(parameters, template))
+        accuracy = correct_predictions(model, test_images, test_labels) / len(test_labels)
+        evaluations.append(bookkeeping.evaluation(clock, position, accuracy))
+        if bookkeeping.ends_epoch(position):
+            measures[round(position)] = workload.measure_epoch(model)
+    epochs = []  # the model now holds worker 0's final parameters: the last point ends the last epoch
+    for record in bookkeeping.epoch_end_evaluations(evaluations):
+        epoch = round(record["epoch"])
+        reports = [row for outcome in outcomes for row in outcome["epochs"] if row["epoch"] == epoch]
+        examples = [row["examples"] for row in reports]
+        epochs.append({**bookkeeping.epoch_row(
+            epoch, bookkeeping.weighted_mean([row["train_loss"] for row in reports], examples),
+            bookkeeping.weighted_mean([row["train_accuracy"] for row in reports], examples), record["val_accuracy"],
+            bookkeeping.independent_epoch_seconds(examples, [row["seconds"] for row in reports]), sum(examples)),
+            **measures[epoch]})
+    nothing_sent = {"fetches": 0, "pushes": 0, "rejected": 0, "non_finite_pushes": 0, "clipped_pushes": 0,
+                    "bytes_moved": 0, "staleness": {}}
+    metrics, extra = _observations(nothing_sent, outcomes, lost)
+    metrics["evaluation_bytes"] = int(snapshots["parameters"].nbytes)  # to the driver after training, to measure
+    return TrainingResult(
+        epochs=epochs, evaluations=evaluations, wall_seconds=time.perf_counter() - started,
+        training_seconds=max(outcome["totals"]["training_seconds"] for outcome in outcomes if outcome["totals"]),
+        time_to_target_seconds=bookkeeping.time_to_target(evaluations, spec.target_accuracy),
+        model_uri=save_model(run_uri, model), total_workers=spec.total_workers,
+        extra={"threads_per_worker": threads, "steps_per_epoch": total_steps, "communication": False, **extra},
+        metrics=metrics,
+    )
+
+
+def _servable_model(spec: RunSpec, workload: Any) -> Any:
+    """The workload's model, refused when it holds state a parameter server cannot serve."""
+    model = workload.build_model()
+    if model.non_trainable_weights:
+        raise ValueError(f"{spec.workload}: Downpour serves trainable parameters only; this model also has "
+                         f"non-trainable state ({model.non_trainable_weights[0].name}) that workers would "
+                         f"keep to themselves")
+    return model
+
+
+def _lost_workers(outcomes: list[dict]) -> list[dict]:
+    """The workers that did not finish, each logged; all of them lost fails the run."""
+    lost = [outcome for outcome in outcomes if outcome["returncode"] != 0]
+    for outcome in lost:
+        log.warning("[downpour] worker %d was lost (exit status %d); the others carried on. Its last output:\n%s",
+                    outcome["rank"], outcome["returncode"], outcome["log_tail"])
+    if outcomes and len(lost) == len(outcomes):
+        raise RuntimeError(f"all {len(outcomes)} Downpour workers failed; the first said:\n{lost[0]['log_tail']}")
+    return lost
 
 
 def _run_workers(spark: SparkSession, spec: RunSpec, job: dict[str, Any], resumed_from: int) -> list[dict]:
@@ -333,7 +414,7 @@ def _run_workers(spark: SparkSession, spec: RunSpec, job: dict[str, Any], resume
     from training.strategies.downpour_worker import wait_version
 
     jobs = [job] * spec.total_workers
-    if spec.warm_start_steps and not resumed_from and spec.total_workers > 1:
+    if spec.communication and spec.warm_start_steps and not resumed_from and spec.total_workers > 1:
         version = wait_version(spec.n_push, spec.warm_start_steps)
         jobs = [job] + [{**job, "wait_for_version": version}] * (spec.total_workers - 1)
     task = functools.partial(run_worker_process, jobs=jobs)

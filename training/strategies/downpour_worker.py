@@ -7,6 +7,10 @@ waits for another worker. Being a child process lets the Spark task outlive it: 
 as lost while the others finish. A push the server refuses (or a gradient with NaN or ±Inf, which is never
 sent) stops the worker with the reason as its last line, and the run records it as lost.
 
+With ``communication`` off (the ceiling) the same loop runs without a server: no fetch, no push, the local
+optimizer's steps are the only updates, and worker 0 keeps its parameters at its evaluation points for the driver
+to evaluate after training (``snapshots.npz`` beside the report).
+
     python -m training.strategies.downpour_worker --rank 0 --report /tmp/report.jsonl < job.json
 
 The job (run spec, shards, server addresses and the per-job secret) arrives on stdin, so the secret never
@@ -29,6 +33,7 @@ from typing import Any
 import numpy as np
 
 PR_SET_PDEATHSIG = 1
+SNAPSHOTS_FILE = "snapshots.npz"  # the ceiling's worker 0 leaves its evaluation snapshots here, beside the report
 # The server's Adagrad starts every accumulator here too (ParameterShard's default); a test checks that the local
 # optimizer and the server's agree step for step.
 INITIAL_ACCUMULATOR = 0.1
@@ -60,6 +65,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     import tensorflow as tf
 
     from training.config import RunSpec
+    from training.strategies.bookkeeping import evaluation_positions
     from training.strategies.input_pipeline import training_dataset
     from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
     from training.strategies.placement import configure_tensorflow_threads
@@ -131,12 +137,27 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
         return ParameterClient(job["addresses"], [tuple(bound) for bound in job["bounds"]],
                                bytes.fromhex(job["secret"]), worker=rank, timeout_seconds=job["timeout_seconds"])
 
+    @tf.function
+    def current_parameters() -> tf.Tensor:
+        return tf.concat([tf.reshape(variable, [-1]) for variable in variables], axis=0)
+
+    # The ceiling: worker 0's parameters at its own evaluation points (its steps, its clock), evaluated by the
+    # driver after training as the server's snapshots are.
+    snapshot_at: dict[int, float] = {}  # steps since this job started → epoch position
+    if not spec.communication and rank == 0:
+        snapshot_at = {steps: position for position, steps in evaluation_positions(
+            steps_per_epoch, spec.evaluations_per_epoch, start_epoch, spec.epochs)}
+    snapshots: list[np.ndarray] = []
+    snapshot_clock: list[float] = []
+
     # As in the paper's client, fetches and pushes run asynchronously: a push is on the wire while the next steps
     # compute, and a fetch requested at step s is applied at step s + n_fetch (or later, if it is still on the way).
-    client = BackgroundClient(connect)
+    client = BackgroundClient(connect) if spec.communication else LocalClient()
     try:
-        set_parameters(client.fetch_now())
-        if job["wait_for_version"]:  # warm start: worker 0 trains alone until the server reached this version
+        if spec.communication:
+            set_parameters(client.fetch_now())
+        # Warm start: worker 0 trains alone until the server reached this version (the ceiling has no server).
+        if spec.communication and job["wait_for_version"]:
             print(f"[downpour] worker {rank} waits for the warm start ({job['wait_for_version']} pushes)", flush=True)
             while client.versions[0] < job["wait_for_version"]:
                 time.sleep(0.2)
@@ -144,12 +165,13 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
         joined_at_version = client.versions[0]
         batches = iter(dataset)
         step, unpushed, fetch_pending = 0, 0, False
+        training_started, snapshot_seconds = time.perf_counter(), 0.0
         for epoch in range(start_epoch, spec.epochs):
             workload.start_epoch(epoch)
-            epoch_started = time.perf_counter()
+            epoch_started, epoch_snapshot_seconds = time.perf_counter(), 0.0
             losses, corrects = [], []
             for _ in range(steps_per_epoch):
-                if step % spec.n_fetch == 0:
+                if spec.communication and step % spec.n_fetch == 0:
                     if fetch_pending and (fetched := client.take_fetched()) is not None:
                         apply_fetched(fetched)
                         fetch_pending = False
@@ -164,9 +186,18 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
                 step += 1
                 unpushed += 1
                 if unpushed == spec.n_push:
-                    client.push(take_accumulated().numpy(), unpushed)
+                    accumulated_gradient = take_accumulated()  # the ceiling computes it too, then sends nothing
+                    if spec.communication:
+                        client.push(accumulated_gradient.numpy(), unpushed)
                     unpushed = 0
-            seconds = time.perf_counter() - epoch_started
+                if step in snapshot_at:
+                    taken = time.perf_counter()
+                    snapshot_clock.append(taken - training_started - snapshot_seconds)
+                    snapshots.append(current_parameters().numpy())
+                    spent = time.perf_counter() - taken
+                    snapshot_seconds += spent
+                    epoch_snapshot_seconds += spent
+            seconds = time.perf_counter() - epoch_started - epoch_snapshot_seconds
             examples = steps_per_epoch * spec.batch_size_per_worker
             row = {"epoch": epoch + 1, "train_loss": float(tf.reduce_mean(losses)),
                    "train_accuracy": float(tf.reduce_sum(corrects)) / examples, "examples": examples,
@@ -175,15 +206,32 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
             print(f"[downpour] worker {rank} epoch {epoch + 1}/{spec.epochs}: loss {row['train_loss']:.4f} "
                   f"accuracy {row['train_accuracy']:.4f} {seconds:.1f} s {examples / seconds:.0f} samples/s",
                   flush=True)
-        if unpushed:
+        if unpushed and spec.communication:
             client.push(take_accumulated().numpy(), unpushed)
+        training_seconds = time.perf_counter() - training_started - snapshot_seconds
     finally:
         client.close()
+    if snapshots:  # off the training clock: the worker's training is over
+        np.savez(report.path.with_name(SNAPSHOTS_FILE), clock=np.array(snapshot_clock),
+                 positions=np.array([snapshot_at[steps] for steps in sorted(snapshot_at)[:len(snapshots)]]),
+                 parameters=np.stack(snapshots))
     totals = {"done": True, "rank": rank, "steps": step, "steps_per_epoch": steps_per_epoch,
               "joined_at_version": joined_at_version, "bytes_sent": client.bytes_sent,
-              "bytes_received": client.bytes_received, "communication_seconds": client.waiting_seconds}
+              "bytes_received": client.bytes_received, "communication_seconds": client.waiting_seconds,
+              "training_seconds": training_seconds}
     report.write(totals)
     return totals
+
+
+class LocalClient:
+    """The ceiling's stand-in for the parameter client: nothing to fetch, push or wait for."""
+
+    versions = (0,)
+    bytes_sent = bytes_received = 0
+    waiting_seconds = 0.0
+
+    def close(self) -> None:
+        pass
 
 
 def make_local_optimizer(server_optimizer: str, learning_rate: float) -> Any:

@@ -3,6 +3,11 @@
 Each of nodes × workers_per_node ranks reads only its own shard, trains a plain Keras model whose optimizer is
 wrapped by ``hvd.DistributedOptimizer``, and evaluates its slice of the evaluation set; rank 0 checkpoints after
 every epoch so a retried job resumes where it stopped. Lines that exist only for distribution say ``Horovod:``.
+
+With ``communication`` off (the ceiling) the ranks still start through horovod.spark, read the same shards and
+take the same steps, but skip every ``Horovod:`` collective: plain optimizer at the one-worker learning rate, no
+broadcast, no averaged metrics; each rank evaluates its own model on its slice, and the driver adds the ranks'
+throughputs (they no longer wait for each other).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
+from training import sharding, storage
 from training.strategies import bookkeeping
 from training.strategies.base import EvaluationSet, TrainingInterruptedError, TrainingResult
 from training.strategies.input_pipeline import training_dataset
@@ -56,7 +62,10 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     test_images, test_labels = test_images[rank::size], test_labels[rank::size]  # Horovod: evaluate a slice
 
     # Horovod: every rank must take the same number of steps, and a multiple of the accumulation window.
-    shortest_shard = int(hvd_ops.allreduce(np.array(len(labels)), op=hvd_ops.Min, name="shortest_shard"))
+    if spec.communication:
+        shortest_shard = int(hvd_ops.allreduce(np.array(len(labels)), op=hvd_ops.Min, name="shortest_shard"))
+    else:  # the same steps as with communication, read from the manifest instead of asked of the other ranks
+        shortest_shard = min(worker_rows(shards_uri, size))
     steps_per_epoch = shortest_shard // spec.batch_size_per_worker
     steps_per_epoch -= steps_per_epoch % spec.backward_passes_per_step
     if steps_per_epoch < 1:
@@ -64,23 +73,34 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
                          f"{spec.batch_size_per_worker} × backward_passes_per_step {spec.backward_passes_per_step}")
 
     model = workload.build_model()
-    scaled_learning_rate = spec.learning_rate * size  # Horovod: scale the learning rate by the workers
-    optimizer = hvd.DistributedOptimizer(  # Horovod: average gradients with ring all-reduce
-        workload.make_optimizer(scaled_learning_rate),
-        compression=hvd.Compression.fp16 if spec.fp16_compression else hvd.Compression.none,
-        backward_passes_per_step=spec.backward_passes_per_step,
-        average_aggregated_gradients=True,
-    )
+    if spec.communication:
+        scaled_learning_rate = spec.learning_rate * size  # Horovod: scale the learning rate by the workers
+        optimizer = hvd.DistributedOptimizer(  # Horovod: average gradients with ring all-reduce
+            workload.make_optimizer(scaled_learning_rate),
+            compression=hvd.Compression.fp16 if spec.fp16_compression else hvd.Compression.none,
+            backward_passes_per_step=spec.backward_passes_per_step,
+            average_aggregated_gradients=True,
+        )
+    else:  # a lone rank's gradient is one batch's, not the average of size batches: the one-worker rate
+        optimizer = workload.make_optimizer(spec.learning_rate)
     model.compile(optimizer=optimizer, loss=workload.make_loss(), metrics=["accuracy"])
 
     checkpoints = CheckpointStore(run_uri)
     checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    resumed_from = hvd_ops.broadcast_object(checkpoints.latest_epoch() if rank == 0 else None, root_rank=0)
+    if spec.communication:
+        resumed_from = hvd_ops.broadcast_object(checkpoints.latest_epoch() if rank == 0 else None, root_rank=0)
+    else:  # every rank reads rank 0's checkpoints itself (shared storage); nothing is sent
+        resumed_from = checkpoints.latest_epoch()
     previous: dict[str, Any] = {"epochs": [], "evaluations": [], "training_seconds": 0.0}
     if resumed_from:
         previous = checkpoints.restore(resumed_from, checkpoint)
         if rank == 0:
             print(f"[horovod] resuming after epoch {resumed_from} from {run_uri}/checkpoints", flush=True)
+
+    def evaluation_counts(counts: np.ndarray) -> np.ndarray:
+        if not spec.communication:
+            return counts  # the ceiling: each rank's own model on its own slice
+        return hvd_ops.allreduce(counts, op=hvd_ops.Sum, name="evaluation_counts").numpy()  # Horovod: sum slices
 
     dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + rank,
                                augment=workload.augment_batch, augment_seed=(spec.seed, rank),
@@ -90,7 +110,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
         evaluations_per_epoch=spec.evaluations_per_epoch,
         steps_per_epoch=steps_per_epoch,
         target_accuracy=spec.target_accuracy,
-        combine=lambda counts: hvd_ops.allreduce(counts, op=hvd_ops.Sum, name="evaluation_counts").numpy(),
+        combine=evaluation_counts,
         clock_offset_seconds=previous["training_seconds"],
     )
     epochs: list[dict[str, float]] = list(previous["epochs"])
@@ -103,9 +123,10 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
 
         def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
             logs = logs or {}
+            ranks_counted = size if spec.communication else 1  # the ceiling: this rank's own samples
             row = bookkeeping.epoch_row(epoch + 1, logs["loss"], logs["accuracy"], logs["val_accuracy"],
                                         logs["epoch_seconds"],
-                                        samples=steps_per_epoch * spec.batch_size_per_worker * size)
+                                        samples=steps_per_epoch * spec.batch_size_per_worker * ranks_counted)
             epochs.append(row)
             if rank == 0:
                 measuring_started = time.perf_counter()
@@ -118,21 +139,28 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
                     "training_seconds": clock.training_seconds(),
                 })
 
-    callbacks = [
-        hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: start every rank from rank 0's state
-        hvd.callbacks.MetricAverageCallback(),  # Horovod: report metrics averaged over ranks
-    ]
-    if spec.warmup_epochs > resumed_from:
-        callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: ramp up to the scaled rate
-            initial_lr=scaled_learning_rate, warmup_epochs=spec.warmup_epochs, steps_per_epoch=steps_per_epoch,
-            verbose=0))
+    # The ceiling skips these: every rank starts from the same seeded weights anyway and reports its own metrics.
+    callbacks: list[tf.keras.callbacks.Callback] = []
+    if spec.communication:
+        callbacks += [
+            hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: start every rank from rank 0's state
+            hvd.callbacks.MetricAverageCallback(),  # Horovod: report metrics averaged over ranks
+        ]
+        if spec.warmup_epochs > resumed_from:
+            callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: ramp up to the scaled rate
+                initial_lr=scaled_learning_rate, warmup_epochs=spec.warmup_epochs, steps_per_epoch=steps_per_epoch,
+                verbose=0))
     callbacks += [clock, EpochRecorder()]
     model.fit(dataset, epochs=spec.epochs, initial_epoch=resumed_from, steps_per_epoch=steps_per_epoch,
               callbacks=callbacks, verbose=0)
 
     weights_sha256 = _weights_digest(model)
     if rank != 0:
-        return {"rank": rank, "weights_sha256": weights_sha256}
+        if spec.communication:
+            return {"rank": rank, "weights_sha256": weights_sha256}
+        # The ceiling: the ranks ran on their own clocks, so the driver needs each one's epochs to add their rates.
+        return {"rank": rank, "weights_sha256": weights_sha256, "epochs": epochs,
+                "training_seconds": clock.training_seconds()}
     evaluations = previous["evaluations"] + clock.evaluations
     return {
         "rank": 0,
@@ -186,13 +214,18 @@ class HorovodStrategy:
                     f"Horovod's job ended when a rank exited ({which}); its ranks' output is in the executors' "
                     f"logs. Checkpoints keep {saved} of {spec.epochs} epochs: running the step again {again}") from None
         wall_seconds = time.perf_counter() - started
-        measured = next(result for result in results if result["rank"] == 0)
-        digests = [result["weights_sha256"] for result in sorted(results, key=lambda result: result["rank"])]
+        results = sorted(results, key=lambda result: result["rank"])
+        measured = results[0]
+        digests = [result["weights_sha256"] for result in results]
+        epochs, training_seconds = measured["epochs"], measured["training_seconds"]
+        if not spec.communication:
+            epochs = independent_epochs([result["epochs"] for result in results])
+            training_seconds = max(result["training_seconds"] for result in results)
         return TrainingResult(
-            epochs=measured["epochs"],
+            epochs=epochs,
             evaluations=measured["evaluations"],
             wall_seconds=wall_seconds,
-            training_seconds=measured["training_seconds"],
+            training_seconds=training_seconds,
             time_to_target_seconds=measured["time_to_target_seconds"],
             model_uri=measured["model_uri"],
             total_workers=spec.total_workers,
@@ -200,8 +233,34 @@ class HorovodStrategy:
             extra={"threads_per_worker": measured["threads_per_worker"],
                    "steps_per_epoch": measured["steps_per_epoch"],
                    "weights_sha256_per_rank": digests,
-                   "ranks_in_sync": len(set(digests)) == 1},
+                   "ranks_in_sync": len(set(digests)) == 1,
+                   "communication": spec.communication},
+            # Horovod's own traffic is not counted on the wire (bench/strategies.py estimates it); the ceiling's is 0.
+            metrics={} if spec.communication else {"bytes_moved": 0},
         )
+
+
+def worker_rows(shards_uri: str, workers: int) -> list[int]:
+    """Each worker's training examples, from the shards manifest (a worker may hold several shards)."""
+    rows = [shard["rows"] for shard in storage.require_manifest(shards_uri, sharding.DATASET_KIND)["shards"]]
+    return [sum(rows[shard] for shard in sharding.shards_of_worker(rank, workers, len(rows)))
+            for rank in range(workers)]
+
+
+def independent_epochs(rows_per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The ceiling's epoch rows: rank 0's (its val_accuracy and workload measures), with the ranks' throughputs
+    added and their train loss and accuracy averaged (every rank took the same steps)."""
+    combined = []
+    for rows in zip(*rows_per_rank, strict=True):
+        samples = [row["samples_per_second"] * row["epoch_seconds"] for row in rows]
+        seconds = [row["epoch_seconds"] for row in rows]
+        losses, accuracies = [row["train_loss"] for row in rows], [row["train_accuracy"] for row in rows]
+        known = None not in losses and None not in accuracies  # an earlier attempt's epochs lack them
+        combined.append({**rows[0], **bookkeeping.epoch_row(
+            rows[0]["epoch"], bookkeeping.weighted_mean(losses, samples) if known else None,
+            bookkeeping.weighted_mean(accuracies, samples) if known else None, rows[0]["val_accuracy"],
+            bookkeeping.independent_epoch_seconds(samples, seconds), sum(samples))})
+    return combined
 
 
 def _weights_digest(model: Any) -> str:
