@@ -5,7 +5,7 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 
-.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-sv demo-cluster bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-scaling clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-scaling clean airflow-up airflow-down mlflow-ui
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -36,6 +36,9 @@ demo-sv: setup  ## the speaker_verification DAG (models A and B, fused) on a syn
 
 demo-cluster: setup hadoop-up  ## the mnist_elastic_cnn DAG with its data on the real HDFS and Spark on YARN (1x2)
 	DEMO_CLUSTER=1 infra/demo.sh
+
+study: setup  ## the scaling_study DAG's default grid (horovod + downpour, 1x1 vs 1x2, n_push 4/16, ≤45 min), then its table and advice
+	infra/study.sh
 
 airflow-up: setup  ## Airflow UI + scheduler + dag-processor in the background (prints URL and login)
 	infra/airflow-services.sh up

@@ -129,6 +129,9 @@ cmd_up() {
         exit 1
     fi
     migrate
+    # The scaling study's pool (plugins/cloudburst_study.py); the scheduler holds a task of a missing pool.
+    "$BIN/python" -c "from cloudburst_study import ensure_study_pool; ensure_study_pool()" \
+        >>"$LOG_DIR/db-migrate.log" 2>&1 || { echo "could not create the cloudburst_cluster pool" >&2; exit 1; }
     for service in "${missing[@]}"; do
         start_service "$service"
     done

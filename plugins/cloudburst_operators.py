@@ -19,6 +19,7 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Asset, BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from training import storage, workloads
 from training.config import RunSpec, RunSpecError, run_name_from, shard_rows
@@ -88,11 +89,26 @@ def record_outlets(context: Any, outlets: Sequence[Any], uri: str) -> None:
             context["outlet_events"][outlet].extra = {"uri": uri, "data_version": manifest.get("data_version", "")}
 
 
-class CloudburstSparkJobOperator(SparkSubmitOperator):
-    """A Spark step (training/jobs/<step>.py), submitted with the training environment's spark-submit."""
+def task_spec(context: Any, step: str, workload: str, branch: str, settings: dict[str, Any] | None) -> RunSpec:
+    """The run specification a step task runs: its own complete run settings when it has them (a scaling study's
+    configuration, mapped over), else the DAG run's (``run_spec``)."""
+    if settings:
+        spec = RunSpec.from_mapping(dict(settings))
+        if step not in spec.definition.steps:  # the study DAG holds every workload's preparation steps
+            raise AirflowSkipException(f"{spec.workload} has no {step} step")
+        return spec
+    return run_spec(context, workload, branch)
 
-    def __init__(self, *, step: str, workload: str, branch: str = "", conn_id: str = "spark_default",
-                 **kwargs: Any) -> None:
+
+class CloudburstSparkJobOperator(SparkSubmitOperator):
+    """A Spark step (training/jobs/<step>.py), submitted with the training environment's spark-submit.
+    ``settings``, a complete run mapping (templated, so a mapped task can take it from an XCom), replaces the DAG
+    run's Params."""
+
+    template_fields = (*SparkSubmitOperator.template_fields, "settings")
+
+    def __init__(self, *, step: str, workload: str = "", branch: str = "", conn_id: str = "spark_default",
+                 settings: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(
             application=str(job_path(step)),
             conn_id=conn_id,
@@ -105,9 +121,10 @@ class CloudburstSparkJobOperator(SparkSubmitOperator):
         self.step = step
         self.workload = workload
         self.branch = branch
+        self.settings = settings
 
     def execute(self, context: Any) -> str:
-        spec = run_spec(context, self.workload, self.branch)
+        spec = task_spec(context, self.step, self.workload, self.branch, self.settings)
         self.application_args = spec.to_args()
         self.spark_master = spec.spark_master
         self._hook = None  # built from this run's settings
@@ -129,16 +146,20 @@ class CloudburstSparkJobOperator(SparkSubmitOperator):
 
 class CloudburstCommandOperator(BaseOperator):
     """A step that needs no Spark (ingestion, evaluation), run as ``python -m training.jobs.<step>`` with the
-    training environment's Python."""
+    training environment's Python; ``settings`` as for CloudburstSparkJobOperator."""
 
-    def __init__(self, *, step: str, workload: str, branch: str = "", **kwargs: Any) -> None:
+    template_fields = ("settings",)
+
+    def __init__(self, *, step: str, workload: str = "", branch: str = "", settings: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.step = step
         self.workload = workload
         self.branch = branch
+        self.settings = settings
 
     def execute(self, context: Any) -> Any:
-        spec = run_spec(context, self.workload, self.branch)
+        spec = task_spec(context, self.step, self.workload, self.branch, self.settings)
         command = [str(training_python()), "-m", spec.definition.job_module(self.step), *spec.to_args()]
         self.log.info("running %s", " ".join(command))
         with subprocess.Popen(command, cwd=REPO_ROOT, env={**os.environ, **training_environment()},

@@ -14,6 +14,7 @@
     cloudburst synth-speech  synthesise a Speech Commands corpus offline (espeak-ng, flite, festival)
     cloudburst preview     write a PNG of MNIST originals beside their deformations
     cloudburst verify      speaker verification: enroll a speaker from WAV files, score another WAV against it
+    cloudburst advise      a scaling study's table and the configuration to run for a goal (--study RUN_ID)
 
 Every step takes the same run-setting flags (--workload, --augment-copies, --workers-per-node, …: `cloudburst
 settings` lists them), derives its input and output locations from them, publishes atomically, and is a no-op when
@@ -117,6 +118,14 @@ def _verify(args: argparse.Namespace) -> None:
           f"{decision.p_target:g} → {verdict}")
 
 
+def _advise(args: argparse.Namespace) -> None:
+    from training.study import record, report
+
+    rows, advice = record.advise_study(args.study, args.tracking_uri, args.goal, args.time_limit)
+    print(report.table_text(rows))
+    print(f"\nrecommended for {report.GOALS[advice.goal]}: {advice.reason}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cloudburst", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -174,6 +183,25 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--resample", action="store_true", help="resample clips recorded at other rates")
     verify.add_argument("--json", action="store_true", help="print the result as one JSON object")
     verify.set_defaults(handler=_verify)
+
+    from training.study.report import GOALS
+
+    advise = commands.add_parser(
+        "advise", help="a scaling study's table and the configuration to run for a goal",
+        description="Read a scaling study back from MLflow (the scaling_study DAG's parent run: its plan, every "
+                    "configuration's nested run), judge it as the DAG did — speedup and efficiency against the "
+                    "study's 1-worker baseline, the share of each strategy's own ceiling (communication off) — "
+                    "and print the table and the recommended configuration with its runner-up. Goals: "
+                    + "; ".join(f"{name}: {text}" for name, text in GOALS.items()) + ".")
+    advise.add_argument("--study", required=True, metavar="RUN_ID",
+                        help="the study's parent MLflow run id, or 'latest' for the newest study in the store")
+    advise.add_argument("--goal", choices=tuple(GOALS), default="fastest_to_target",
+                        help="what to optimise (default: %(default)s)")
+    advise.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="cheapest_under_time_limit: the longest training time allowed")
+    advise.add_argument("--tracking-uri", default="",
+                        help="MLflow store (default: $MLFLOW_TRACKING_URI or SQLite under ./var/mlflow)")
+    advise.set_defaults(handler=_advise)
     return parser
 
 

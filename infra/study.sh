@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# `make study`: the scaling_study DAG with its default grid (plugins/cloudburst_study.py, training/study/plan.py)
+# on the embedded default (Spark local[*], ./var, MLflow and Airflow on SQLite) through `airflow dags test`, then
+# the study's table and recommendation (`cloudburst advise --study latest`). Override the grid with
+# STUDY_CONF='{"strategies": "horovod", "workers_per_node": "1,2", "run_settings": {"epochs": 2}}'; the plan task
+# refuses a grid whose estimate exceeds budget_minutes (default 45) before anything runs.
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+cd "$repo"
+mkdir -p var/airflow
+# shellcheck source=infra/airflow-env.sh
+source infra/airflow-env.sh
+
+conf="${STUDY_CONF:-{\}}"
+log="var/study.log"
+if ! .venv/airflow/bin/python -c 'import json, sys; value = json.loads(sys.argv[1]); assert isinstance(value, dict)' \
+        "$conf" 2>/dev/null; then
+    echo "[study] STUDY_CONF must be a JSON object, e.g. '{\"strategies\": \"horovod\"}'" >&2
+    exit 2
+fi
+# The metadata database made ready once, under the lock `make demo` takes too; then the study's pool.
+if ! ( flock -w 600 9 || { echo "[study] var/airflow/setup.lock held for 10 min by another run" >&2; exit 1; }
+       .venv/airflow/bin/airflow db migrate && .venv/airflow/bin/airflow dags reserialize &&
+       .venv/airflow/bin/python -c "from cloudburst_study import ensure_study_pool; ensure_study_pool()"
+     ) > var/airflow-migrate.log 2>&1 9> var/airflow/setup.lock; then
+    cat var/airflow-migrate.log
+    exit 1
+fi
+echo "[study] $(date +%H:%M:%S) airflow dags test scaling_study -c '$conf'  (full log: $log)"
+started=$(date +%s)
+: > "$log"
+# Progress: the plan's estimate and each task as it starts, read from the log as it grows (tail ends with us).
+tail -n 0 --pid=$$ -F "$log" 2>/dev/null | while IFS= read -r line; do
+    case "$line" in
+        *"runs, estimated"*) echo "[study] $(date +%H:%M:%S) ${line%%;*}" ;;
+        *"[DAG TEST] starting"*) what="${line#*starting }"; echo "[study] $(date +%H:%M:%S) ${what%% \[*}" ;;
+    esac
+done &
+status=0
+.venv/airflow/bin/airflow dags test scaling_study -c "$conf" >> "$log" 2>&1 || status=$?
+sleep 1
+if [[ $status -ne 0 ]] || grep -q "task_id=report.*state=failed\|Task failed\|RunSpecError\|StudyError" "$log"; then
+    grep -E "RunSpecError|StudyError|ERROR" "$log" | tail -10 || true
+    echo "[study] the study failed; see $log" >&2
+    exit 1
+fi
+echo
+echo "================ Cloudburst scaling study ($(( $(date +%s) - started )) s) ================"
+.venv/training/bin/python -m training.cli advise --study latest
+echo
+echo "Look closer: make mlflow-ui → the study-<name> run (its nested runs, study.csv, figures, recommendation.md);"
+echo "             make airflow-up → DAG scaling_study, Grid view (one box per mapped configuration)"

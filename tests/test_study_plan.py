@@ -1,0 +1,83 @@
+"""The scaling study's plan: grid expansion, run names, shared shard sets, the budget estimate and its refusal,
+and one-line errors for bad study settings (no Spark: the plan is pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.config import RunSpec
+from training.settings import RunSpecError
+from training.study import plan as study_plan
+from training.study.plan import BASELINE, CEILING, RUN, plan_study
+
+
+def test_the_grid_expands_to_a_baseline_a_ceiling_per_strategy_and_shape_and_every_run_per_repetition():
+    plan = plan_study({"strategies": "horovod,downpour", "nodes": "1", "workers_per_node": "1,2",
+                       "n_push": "4,16", "repetitions": 2, "run_settings": {"train_limit": 2000, "epochs": 2}}, "s1")
+    labels = [(c.role, c.label, c.repetition) for c in plan.configurations]
+    assert labels == [
+        (BASELINE, "baseline-1x1", 1), (BASELINE, "baseline-1x1", 2),
+        (CEILING, "ceiling-horovod-1x2-t0", 1), (CEILING, "ceiling-downpour-1x2-t0", 1),
+        # horovod 1x1 with all cores is the baseline itself; downpour's n_push values only for downpour
+        (RUN, "horovod-1x2-t0", 1), (RUN, "downpour-1x1-t0-p4", 1), (RUN, "downpour-1x1-t0-p16", 1),
+        (RUN, "downpour-1x2-t0-p4", 1), (RUN, "downpour-1x2-t0-p16", 1),
+        (RUN, "horovod-1x2-t0", 2), (RUN, "downpour-1x1-t0-p4", 2), (RUN, "downpour-1x1-t0-p16", 2),
+        (RUN, "downpour-1x2-t0-p4", 2), (RUN, "downpour-1x2-t0-p16", 2)]
+    names = [c.settings["run_name"] for c in plan.configurations]
+    assert len(set(names)) == len(names) and all(name.startswith("s1-") for name in names)
+    ceiling = plan.configurations[3].settings
+    assert (ceiling["strategy"], ceiling["workers_per_node"], ceiling["communication"]) == ("downpour", 2, False)
+    assert all(c.settings["communication"] for c in plan.configurations if c.role != CEILING)
+    assert all(c.settings["train_limit"] == 2000 and c.settings["epochs"] == 2 for c in plan.configurations)
+    # every configuration is a run the pipeline accepts; 1 and 2 workers: two shard sets, shared by all
+    for configuration in plan.configurations:
+        RunSpec.from_mapping(configuration.settings).validate()
+    assert sorted(s["nodes"] * s["workers_per_node"] for s in plan.shard_settings) == [1, 2]
+    assert plan.to_mapping()["runs"] == [c.settings for c in plan.configurations]
+
+
+def test_the_estimate_is_preparation_plus_each_runs_fixed_cost_and_its_examples_on_every_core():
+    plan = plan_study({"strategies": "horovod", "workers_per_node": "1,2", "run_settings":
+                       {"train_limit": 1000, "augment_copies": 1, "epochs": 2}})
+    runs = len(plan.configurations)
+    assert runs == 3  # baseline, ceiling 1x2, horovod 1x2
+    per_run = study_plan.FIXED_SECONDS_PER_RUN + 2 * 2000 * study_plan.SECONDS_PER_EXAMPLE_ONE_CORE[
+        "mnist_elastic_cnn"] / study_plan.CORES
+    seconds = study_plan.PREPARATION_SECONDS + runs * per_run  # 120 + 3 × (75 + 1.2) = 348.6 s
+    assert seconds == pytest.approx(348.6)
+    assert plan.estimate_minutes == pytest.approx(5.9)  # 5.81 min, rounded up to a tenth
+
+
+def test_a_grid_over_budget_is_refused_with_its_estimate():
+    with pytest.raises(RunSpecError, match=r"14 runs are estimated at \d+ min, over its budget_minutes=10"):
+        plan_study({"strategies": "horovod,downpour", "workers_per_node": "1,2", "n_push": "4,16",
+                    "repetitions": 2, "budget_minutes": 10})
+
+
+@pytest.mark.parametrize(("values", "message"), [
+    ({"strategies": "horovod,ring"}, r"strategies='horovod,ring': must be a comma-separated list"),
+    ({"strategies": ""}, r"strategies='': must not be empty"),
+    ({"nodes": "1,two"}, r"nodes='1,two': must be comma-separated whole numbers"),
+    ({"nodes": "0"}, r"nodes='0': every value must be ≥ 1"),
+    ({"workers_per_node": "-1"}, r"workers_per_node='-1': must be comma-separated"),
+    ({"n_push": "4,"}, r"n_push='4,': must be comma-separated"),
+    ({"repetitions": 0}, r"repetitions=0: must be ≥ 1"),
+    ({"repetitions": "many"}, r"repetitions='many': expected int"),
+    ({"budget_minutes": 0}, r"budget_minutes=0.0: must be > 0"),
+    ({"workload": "chess"}, r"workload='chess': must be one of"),
+    ({"study_name": "a b"}, r"study_name='a b': may hold only"),
+    ({"grid": "x"}, r"unknown study setting\(s\) grid"),
+    ({"run_settings": {"strategy": "downpour"}}, r"run_settings sets strategy: the grid decides these"),
+    ({"run_settings": {"epochs": 0}}, r"epochs=0: must be ≥ 1"),
+    ({"run_settings": {"epochz": 3}}, r"epochz"),
+    ({"workers_per_node": "65"}, r"workers_per_node=65: must be ≤ 64"),
+])
+def test_bad_study_settings_are_refused_in_one_line(values, message):
+    with pytest.raises(RunSpecError, match=message) as caught:
+        plan_study(values)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_workload_with_branches_is_refused():
+    with pytest.raises(RunSpecError, match="speaker_verification"):
+        plan_study({"workload": "speaker_verification"})

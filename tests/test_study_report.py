@@ -1,0 +1,175 @@
+"""A study's report from its runs in a real MLflow store (SQLite): rows as medians of repetitions, ratios against
+the study's own baseline and ceilings (hand-computed), the ceiling check, the advisor's choices, and the parent run
+with nested children, table, figures, recommendation and the champion model."""
+
+from __future__ import annotations
+
+import mlflow
+import pytest
+
+from training import tracking
+from training.study import record, report
+from training.study.plan import plan_study
+
+
+def plan_of_three(tmp_path):
+    return plan_study({"strategies": "horovod", "workers_per_node": "1,2", "repetitions": 2,
+                       "run_settings": {"train_limit": 1000, "epochs": 1, "tracking_uri": f"sqlite:///{tmp_path}/m.db",
+                                        "data_root": str(tmp_path / "data")}}, "tiny")
+
+
+# samples/s per repetition, time to target (None: not reached), test accuracy
+MEASURED = {"baseline-1x1": ([1000.0, 1100.0], [100.0, 90.0], 0.99),
+            "ceiling-horovod-1x2-t0": ([1900.0], [None], 0.95),
+            "horovod-1x2-t0": ([1700.0, 1500.0], [60.0, None], 0.991)}
+
+
+def log_runs(plan, mlflow_client, experiment, measured=MEASURED, with_model: str = "") -> dict[str, str]:
+    """A finished MLflow run per configuration, as tracking.log_training tags and names its metrics."""
+    ids = {}
+    seen: dict[str, int] = {}
+    for configuration in plan.configurations:
+        index = seen.get(configuration.label, 0)
+        seen[configuration.label] = index + 1
+        throughput, to_target, accuracy = measured[configuration.label]
+        run = mlflow_client.create_run(experiment, tags={"cloudburst_run": configuration.settings["run_name"]})
+        metrics = {"samples_per_second_mean": throughput[index], "training_seconds": 60000 / throughput[index],
+                   "wall_seconds": 60000 / throughput[index] + 30, "test_accuracy": accuracy, "bytes_moved": 1e6}
+        if to_target[index] is not None:
+            metrics["time_to_target_seconds"] = to_target[index]
+        for name, value in metrics.items():
+            mlflow_client.log_metric(run.info.run_id, name, value)
+        if configuration.label == with_model:
+            with mlflow.start_run(run_id=run.info.run_id):
+                mlflow.pyfunc.log_model(name="model", python_model=Identity())
+        mlflow_client.set_terminated(run.info.run_id, "FINISHED")
+        ids[configuration.settings["run_name"]] = run.info.run_id
+    return ids
+
+
+class Identity(mlflow.pyfunc.PythonModel):
+    def predict(self, context, model_input):
+        return model_input
+
+
+def test_rows_are_medians_judged_against_the_studys_own_baseline_and_ceiling(tmp_path):
+    plan = plan_of_three(tmp_path)
+    uri = plan.base["tracking_uri"]
+    mlflow_client = tracking.client(uri)
+    experiment = tracking.experiment_id(mlflow_client, plan.workload, uri)
+    log_runs(plan, mlflow_client, experiment)
+    configurations = [c.to_mapping() for c in plan.configurations]
+    rows = report.judge(report.rows_from_runs(configurations, report.child_runs(mlflow_client, experiment,
+                                                                                configurations)))
+    by_label = {row.label: row for row in rows}
+    baseline, run = by_label["baseline-1x1"], by_label["horovod-1x2-t0"]
+    assert baseline.samples_per_second == 1050 and baseline.time_to_target_seconds == 95
+    assert run.samples_per_second == 1600 and run.repetitions == 2
+    assert run.speedup == pytest.approx(1600 / 1050) and run.efficiency == pytest.approx(1600 / 1050 / 2)
+    assert run.ceiling_ratio == pytest.approx(1600 / 1900)
+    assert run.communication_share == pytest.approx(300 / 1900)
+    assert run.time_to_target_seconds is None  # reached in 1 of 2 repetitions: the median run did not
+    assert by_label["ceiling-horovod-1x2-t0"].ceiling_ratio is None
+    text = report.table_text(rows)
+    assert "horovod-1x2-t0" in text and "1.52×" in text and "84%" in text and "not reached" in text
+    assert report.table_csv(rows).splitlines()[0].startswith("label,role,strategy,nodes")
+
+
+def test_a_run_above_its_ceiling_fails_the_study_naming_it(tmp_path):
+    plan = plan_of_three(tmp_path)
+    uri = plan.base["tracking_uri"]
+    mlflow_client = tracking.client(uri)
+    experiment = tracking.experiment_id(mlflow_client, plan.workload, uri)
+    log_runs(plan, mlflow_client, experiment, {**MEASURED, "horovod-1x2-t0": ([2000.0, 1990.0], [60.0, 61.0], 0.99)})
+    configurations = [c.to_mapping() for c in plan.configurations]
+    runs = report.child_runs(mlflow_client, experiment, configurations)
+    with pytest.raises(report.StudyError, match=r"horovod-1x2-t0 measured 1,995 samples/s, 105% of its ceiling"):
+        report.judge(report.rows_from_runs(configurations, runs))
+
+
+def row(label, role="run", samples=1000.0, to_target=None, accuracy=0.99, nodes=1, training=60.0):
+    return report.Row(label=label, role=role, strategy="horovod", nodes=nodes, workers_per_node=1, total_workers=nodes,
+                      threads_per_worker=0, n_push=4, repetitions=1, samples_per_second=samples,
+                      training_seconds=training, wall_seconds=training + 30, time_to_target_seconds=to_target,
+                      test_accuracy=accuracy, bytes_moved=0.0, run_id=label)
+
+
+def test_the_advisor_picks_per_goal_and_names_the_runner_up():
+    rows = [row("baseline", "baseline", 1000, to_target=90, training=100), row("a", samples=1800, to_target=50,
+            nodes=2, training=55), row("b", samples=1500, to_target=40, nodes=2, training=70),
+            row("ceiling", "ceiling", 5000, to_target=1, nodes=2, training=10)]
+    fastest = report.advise(rows, "fastest_to_target")
+    assert (fastest.chosen.label, fastest.runner_up.label) == ("b", "a")  # the ceiling trains no usable model
+    assert "b reached the target accuracy first: 40 s" in fastest.reason and "runner-up a: 50 s" in fastest.reason
+    per_core = report.advise(rows, "samples_per_core_second")
+    assert per_core.chosen.label == "baseline"  # 500 per core-second against a's 450 (2 nodes × 2 cores)
+    cheapest = report.advise(rows, "cheapest_under_time_limit", time_limit_seconds=80)
+    # the baseline's 100 s miss the limit; a: 55 s × 4 cores = 220 core-seconds, b: 70 × 4 = 280
+    assert (cheapest.chosen.label, cheapest.runner_up.label) == ("a", "b")
+    tighter = report.advise(rows, "cheapest_under_time_limit", time_limit_seconds=60)
+    assert (tighter.chosen.label, tighter.runner_up) == ("a", None)
+    assert report.advise(rows, "cheapest_under_time_limit", time_limit_seconds=5).chosen is None
+    nobody = report.advise([row("baseline", "baseline", accuracy=0.9), row("a", accuracy=0.95)])
+    assert nobody.chosen.label == "a" and "no run reached the target" in nobody.reason
+    with pytest.raises(report.StudyError, match="goal='fun'"):
+        report.advise(rows, "fun")
+
+
+def test_a_closed_study_has_its_runs_nested_its_table_figures_advice_and_a_champion(tmp_path):
+    plan = plan_of_three(tmp_path)
+    uri = plan.base["tracking_uri"]
+    parent = record.open_study(plan, uri)
+    mlflow_client = tracking.client(uri)
+    experiment = mlflow_client.get_experiment_by_name(plan.workload)
+    assert experiment.tags[tracking.EXPERIMENT_KIND_TAG] == tracking.MODEL_TRAINING_KIND
+    ids = log_runs(plan, mlflow_client, experiment.experiment_id, with_model="baseline-1x1")
+    rows, advice = record.close_study(parent, uri, started=0.0)
+    # horovod 1x2 reached the target in 1 of its 2 repetitions (its median run did not): the baseline, in 95 s
+    assert advice.chosen.label == "baseline-1x1"
+    parent_run = mlflow_client.get_run(parent)
+    assert parent_run.info.status == "FINISHED"
+    assert parent_run.data.tags[report.RECOMMENDATION_TAG] == "baseline-1x1"
+    assert parent_run.data.params["study.workers_per_node"] == "1,2"
+    assert parent_run.data.params["study.configurations"] == "5"
+    artifacts = {item.path for item in mlflow_client.list_artifacts(parent)}
+    assert {"study.csv", "study_table.json", "speedup_and_efficiency.png", "time_to_target.png",
+            "workers_per_node.png", "recommendation.md", record.PLAN_ARTIFACT} <= artifacts
+    for run_id in ids.values():
+        tags = mlflow_client.get_run(run_id).data.tags
+        assert tags[report.PARENT_TAG] == parent and tags[report.STUDY_TAG] == "tiny"
+    champion = mlflow_client.get_model_version_by_alias(plan.workload, record.CHAMPION_ALIAS)
+    assert champion.run_id == advice.chosen.run_id
+    # a second study moves the alias; the first champion keeps its version
+    second = record.open_study(plan, uri)
+    rows, again = record.close_study(second, uri)
+    moved = mlflow_client.get_model_version_by_alias(plan.workload, record.CHAMPION_ALIAS)
+    assert int(moved.version) == int(champion.version) + 1
+    assert mlflow_client.get_model_version(plan.workload, champion.version).run_id == champion.run_id
+
+
+def test_a_study_with_a_missing_run_fails_its_parent_run_with_the_reason(tmp_path):
+    plan = plan_of_three(tmp_path)
+    uri = plan.base["tracking_uri"]
+    parent = record.open_study(plan, uri)
+    with pytest.raises(report.StudyError, match="configuration baseline-1x1 .* has no finished MLflow run"):
+        record.close_study(parent, uri)
+    failed = tracking.client(uri).get_run(parent)
+    assert failed.info.status == "FAILED" and "no finished MLflow run" in failed.data.tags["cloudburst.study_error"]
+
+
+def test_cloudburst_advise_prints_the_table_and_the_choice_and_refuses_an_unknown_study(tmp_path, capsys, caplog):
+    from training.cli import main
+
+    plan = plan_of_three(tmp_path)
+    uri = plan.base["tracking_uri"]
+    parent = record.open_study(plan, uri)
+    mlflow_client = tracking.client(uri)
+    log_runs(plan, mlflow_client, mlflow_client.get_experiment_by_name(plan.workload).experiment_id)
+    assert main(["advise", "--study", parent, "--tracking-uri", uri, "--goal", "samples_per_core_second"]) == 0
+    printed = capsys.readouterr().out
+    assert "horovod-1x2-t0" in printed and "recommended for most training samples per core-second" in printed
+    assert main(["advise", "--study", "latest", "--tracking-uri", uri]) == 0
+    assert "baseline-1x1 reached the target accuracy first: 95 s" in capsys.readouterr().out
+    assert main(["advise", "--study", "nope", "--tracking-uri", uri]) == 2
+    assert [entry.getMessage() for entry in caplog.records if entry.levelname == "ERROR"] == [
+        f"--study 'nope': no such run in {uri}"]

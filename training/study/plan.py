@@ -1,0 +1,216 @@
+"""A scaling study's plan: its settings (declared once, like the run settings), the grid they expand to — one
+baseline, one ceiling per strategy and shape, one run per configuration and repetition — and the estimate the
+budget is checked against before anything runs. Standard library only: the Airflow environment imports it."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from training import workloads
+from training.config import RunSpec, workload_defaults
+from training.settings import RUN_NAME_PATTERN, STRATEGIES, RunSpecError, Setting
+
+GRID = "Grid"
+STUDY = "Study"
+
+# The settings the grid owns: a run's value comes from its configuration, never from run_settings.
+GRID_OWNED = ("strategy", "nodes", "workers_per_node", "n_push", "threads_per_worker", "communication",
+              "run_name", "existing_shards")
+
+BASELINE, CEILING, RUN = "baseline", "ceiling", "run"
+
+_INTEGER_LIST = r"[0-9]+(,[0-9]+)*"
+_STRATEGY_LIST = rf"({'|'.join(STRATEGIES)})(,({'|'.join(STRATEGIES)}))*"
+
+STUDY_SETTINGS: tuple[Setting, ...] = (
+    Setting("workload", str, "mnist_elastic_cnn", "Workload", "What every configuration trains.", STUDY,
+            choices=tuple(workloads.names())),
+    Setting("strategies", str, "horovod,downpour", "Strategies",
+            "Comma-separated: horovod, downpour, averaging. Each is run at every shape of the grid.", GRID,
+            pattern=_STRATEGY_LIST, pattern_help="must be a comma-separated list of horovod, downpour, averaging"),
+    Setting("nodes", str, "1", "Nodes", "Comma-separated node counts, e.g. 1,2 (the cluster must have them).",
+            GRID, pattern=_INTEGER_LIST, pattern_help="must be comma-separated whole numbers, e.g. 1,2"),
+    Setting("workers_per_node", str, "2", "Workers per node",
+            "Comma-separated workers per node, e.g. 1,2. With threads_per_worker this is claim (a): k workers × 1 "
+            "thread against 1 worker × k threads on the same cores.", GRID, pattern=_INTEGER_LIST,
+            pattern_help="must be comma-separated whole numbers, e.g. 1,2"),
+    Setting("threads_per_worker", str, "0", "Threads per worker",
+            "Comma-separated TensorFlow threads per worker; 0 = the node's cores ÷ workers per node.", GRID,
+            pattern=_INTEGER_LIST, pattern_help="must be comma-separated whole numbers, e.g. 0,1"),
+    Setting("n_push", str, "4,16", "Downpour n_push values",
+            "Comma-separated n_push values, used by downpour only (every n_push steps a worker pushes).", GRID,
+            pattern=_INTEGER_LIST, pattern_help="must be comma-separated whole numbers, e.g. 1,4,16"),
+    Setting("repetitions", int, 1, "Repetitions",
+            "Runs per configuration; the study reports their median (these machines are noisy).", GRID,
+            minimum=1, maximum=9),
+    Setting("budget_minutes", float, 45.0, "Budget (minutes)",
+            "The study refuses to start when its estimated duration exceeds this, and says the estimate.", STUDY,
+            minimum=0, exclusive_minimum=True, maximum=7 * 24 * 60),
+    Setting("study_name", str, "", "Study name (optional)",
+            "Names the MLflow parent run and prefixes every configuration's run name. Empty: from the DAG run id.",
+            STUDY, optional=True, pattern=RUN_NAME_PATTERN,
+            pattern_help="may hold only letters, digits and _ . - (it names run directories)"),
+)
+_STUDY = {entry.name: entry for entry in STUDY_SETTINGS}
+
+# What the budget estimate is built from, measured on this 2-core machine (bench/strategies.py, the DAG tests):
+# a configuration's fixed cost (shard step when new, Spark and worker start-up, evaluation), and one core's
+# training time per example for each workload; a run is assumed to use every core, whatever its shape.
+FIXED_SECONDS_PER_RUN = 75.0
+SECONDS_PER_EXAMPLE_ONE_CORE = {"mnist_elastic_cnn": 0.0006, "kws_densenet_bilstm": 0.004,
+                                "speaker_verification": 0.004}
+FULL_TRAINING_EXAMPLES = {"mnist_elastic_cnn": 60_000, "kws_densenet_bilstm": 30_000, "speaker_verification": 30_000}
+PREPARATION_SECONDS = 120.0  # ingest + augment once
+CORES = 2
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One training run of the study: its role (baseline, ceiling or run), a label that names it, its repetition
+    and its complete run settings."""
+
+    role: str
+    label: str
+    repetition: int
+    settings: dict[str, Any]
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {"role": self.role, "label": self.label, "repetition": self.repetition, "settings": self.settings}
+
+
+@dataclass(frozen=True)
+class StudyPlan:
+    name: str
+    workload: str
+    grid: dict[str, Any]
+    base: dict[str, Any]  # the run settings every configuration shares
+    configurations: tuple[Configuration, ...]
+    estimate_minutes: float
+
+    @property
+    def shard_settings(self) -> list[dict[str, Any]]:
+        """One run mapping per distinct shard set: runs with the same total workers share their shards."""
+        distinct: dict[str, dict[str, Any]] = {}
+        for configuration in self.configurations:
+            spec = RunSpec.from_mapping(configuration.settings)
+            distinct.setdefault(spec.shards_uri(), configuration.settings)
+        return list(distinct.values())
+
+    def to_mapping(self) -> dict[str, Any]:
+        return {"name": self.name, "workload": self.workload, "grid": self.grid, "base": self.base,
+                "configurations": [c.to_mapping() for c in self.configurations],
+                "estimate_minutes": self.estimate_minutes, "prepare": self.base,
+                "shards": self.shard_settings, "runs": [c.settings for c in self.configurations]}
+
+
+def parse_list(name: str, text: str) -> tuple[Any, ...]:
+    """A grid setting's comma-separated text → its distinct values in order (strategy names or positive ints)."""
+    _STUDY[name].check(text)
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    values: list[Any] = []
+    for item in items:
+        value: Any = item if name == "strategies" else int(item)
+        if name in ("nodes", "workers_per_node", "n_push") and value < 1:
+            raise RunSpecError(f"{name}={text!r}: every value must be ≥ 1")
+        if value not in values:
+            values.append(value)
+    return tuple(values)
+
+
+def study_values(values: dict[str, Any]) -> dict[str, Any]:
+    """The study settings from Params or JSON (None or missing → default), converted and checked."""
+    unknown = sorted(set(values) - set(_STUDY) - {"run_settings"})
+    if unknown:
+        raise RunSpecError(f"unknown study setting(s) {', '.join(unknown)}; known: {', '.join(_STUDY)}, "
+                           "run_settings")
+    checked: dict[str, Any] = {}
+    for name, entry in _STUDY.items():
+        value = values.get(name)
+        checked[name] = entry.default if value is None else entry.convert(value)
+        entry.check(checked[name])
+    return checked
+
+
+def plan_study(values: dict[str, Any], study_name: str = "study") -> StudyPlan:
+    """Expand the study's settings into its configurations and estimate their duration; RunSpecError, in one
+    line, for any bad value, any configuration the workload cannot run, or an estimate over the budget."""
+    checked = study_values(values)
+    workload = checked["workload"]
+    name = checked["study_name"] or study_name
+    if re.fullmatch(RUN_NAME_PATTERN, name) is None:
+        raise RunSpecError(f"study_name={name!r}: may hold only letters, digits and _ . -")
+    if workloads.definition(workload).branches:
+        raise RunSpecError(f"workload={workload!r}: its branches train several models per run, which a study "
+                           f"cannot compare one configuration at a time; its own DAG trains them")
+    run_settings = dict(values.get("run_settings") or {})
+    owned = sorted(set(run_settings) & set(GRID_OWNED))
+    if owned:
+        raise RunSpecError(f"run_settings sets {', '.join(owned)}: the grid decides these; use the study's own "
+                           "settings (strategies, nodes, workers_per_node, threads_per_worker, n_push)")
+    base = RunSpec.from_mapping({**run_settings, "workload": workload, "run_name": name}).validate().to_mapping()
+    grid = {key: parse_list(key, checked[key])
+            for key in ("strategies", "nodes", "workers_per_node", "threads_per_worker", "n_push")}
+    configurations = expand(name, base, grid, checked["repetitions"])
+    for configuration in configurations:
+        RunSpec.from_mapping(configuration.settings).validate()
+    estimate = estimate_minutes(workload, base, configurations)
+    if estimate > checked["budget_minutes"]:
+        raise RunSpecError(f"the study's {len(configurations)} runs are estimated at {estimate:.0f} min, over its "
+                           f"budget_minutes={checked['budget_minutes']:g}: raise the budget or shrink the grid")
+    return StudyPlan(name, workload, {**{k: list(v) for k, v in grid.items()}, "repetitions": checked["repetitions"],
+                                      "budget_minutes": checked["budget_minutes"]},
+                     base, tuple(configurations), round(estimate, 1))
+
+
+def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], repetitions: int) -> list[Configuration]:
+    """The baseline (1 node × 1 worker, all cores, the first strategy) in every repetition; a ceiling
+    (communication off) per strategy and shape with more than one worker, once; then every strategy × shape ×
+    n_push (downpour only) in every repetition, but the one the baseline already is."""
+    shapes = [(nodes, per_node, threads) for nodes in grid["nodes"] for per_node in grid["workers_per_node"]
+              for threads in grid["threads_per_worker"]]
+    configurations: list[Configuration] = []
+
+    def add(role: str, label: str, repetition: int, **settings: Any) -> None:
+        run_name = f"{name}-{label}" + (f"-r{repetition}" if role != CEILING else "")
+        configurations.append(Configuration(role, label, repetition,
+                                            {**base, **settings, "run_name": run_name, "existing_shards": ""}))
+
+    for repetition in range(1, repetitions + 1):
+        add(BASELINE, "baseline-1x1", repetition, strategy=grid["strategies"][0], nodes=1, workers_per_node=1,
+            threads_per_worker=0, communication=True)
+    for strategy in grid["strategies"]:
+        for nodes, per_node, threads in shapes:
+            if nodes * per_node > 1:
+                add(CEILING, f"ceiling-{strategy}-{nodes}x{per_node}-t{threads}", 1, strategy=strategy, nodes=nodes,
+                    workers_per_node=per_node, threads_per_worker=threads, communication=False)
+    for repetition in range(1, repetitions + 1):
+        for strategy in grid["strategies"]:
+            pushes = grid["n_push"] if strategy == "downpour" else (base["n_push"],)
+            for nodes, per_node, threads in shapes:
+                if (strategy, nodes * per_node, threads) == (grid["strategies"][0], 1, 0):
+                    continue  # the baseline is this run
+                for n_push in pushes:
+                    suffix = f"-p{n_push}" if strategy == "downpour" else ""
+                    add(RUN, f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}", repetition, strategy=strategy,
+                        nodes=nodes, workers_per_node=per_node, threads_per_worker=threads, n_push=n_push,
+                        communication=True)
+    return configurations
+
+
+def training_examples(workload: str, base: dict[str, Any]) -> int:
+    """Examples per epoch: the training images kept (train_limit, else the workload's full set) × (1 + k)."""
+    limit = int(base.get("train_limit") or 0) or FULL_TRAINING_EXAMPLES.get(workload, 60_000)
+    return limit * (1 + int(base.get("augment_copies") or 0))
+
+
+def estimate_minutes(workload: str, base: dict[str, Any], configurations: list[Configuration]) -> float:
+    """Preparation once, then every run: its fixed cost plus its epochs of examples on all the machine's cores."""
+    per_example = SECONDS_PER_EXAMPLE_ONE_CORE.get(workload, 0.004)
+    seconds = PREPARATION_SECONDS
+    for configuration in configurations:
+        epochs = int(configuration.settings.get("epochs") or workload_defaults(workload)["epochs"])
+        seconds += FIXED_SECONDS_PER_RUN + epochs * training_examples(workload, base) * per_example / CORES
+    return math.ceil(seconds / 6) / 10  # minutes, rounded up to a tenth
