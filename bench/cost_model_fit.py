@@ -4,18 +4,25 @@ configuration predicted by the model fitted to all the others (leave one out), a
 
 Compute per example is the ceiling's rate per host (all hosts busy at once); the link latency is the measured
 TCP connect time between hosts (about 50 µs, `make cluster-status`).
+
+Then the model fitted to all of them extrapolates to 8, 16 and 64 nodes at 1, 10 and 25 Gbit/s (a table and
+var/bench/cluster/extrapolation.png), with Downpour's server on a node whose link is like the others' (on the
+namespace cluster the driver's side is not shaped). That part is model output, not a measurement.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from training import REPO_ROOT
-from training.study.cost_model import Configuration, fit, leave_one_out, median
+from training.study.cost_model import Configuration, Constants, extrapolate, fit, leave_one_out, median
 
 LINK_BYTES_PER_SECOND = {"10gbit": 1.25e9, "1gbit": 1.25e8, "100mbit": 1.25e7}
+EXTRAPOLATED_NODES = (8, 16, 64)
+EXTRAPOLATED_LINKS = {"1 Gbit/s": 1.25e8, "10 Gbit/s": 1.25e9, "25 Gbit/s": 3.125e9}
 
 
 def configuration(name: str, link: str, settings: dict, parameters: int, steps_per_epoch: int) -> Configuration:
@@ -58,6 +65,70 @@ def main() -> None:
         print(f"| {label} | {prediction.measured:,.0f} | {prediction.predicted:,.0f} | "
               f"{prediction.relative_error:.1%} |")
     print(f"\nmedian leave-one-out error: {median([p.relative_error for p in predictions]):.1%} (target ≤ 15 %)")
+    kinds = {"horovod": Configuration("horovod", **_shape(settings, args.parameters, steps_per_epoch)),
+             "downpour n_push=4": Configuration("downpour", n_push=4, n_fetch=4,
+                                                **_shape(settings, args.parameters, steps_per_epoch)),
+             "downpour n_push=16": Configuration("downpour", n_push=16, n_fetch=16,
+                                                 **_shape(settings, args.parameters, steps_per_epoch)),
+             "averaging": Configuration("averaging", **_shape(settings, args.parameters, steps_per_epoch))}
+    table = extrapolation(kinds, fitted, examples, settings["batch"])
+    print("\n**Model output, not measured**: speedup over one worker that does not communicate (samples/s)\n")
+    print("| strategy | " + " | ".join(f"{n} nodes, {link}" for n in EXTRAPOLATED_NODES
+                                       for link in EXTRAPOLATED_LINKS) + " |")
+    print("|---" * (1 + len(EXTRAPOLATED_NODES) * len(EXTRAPOLATED_LINKS)) + "|")
+    for name, rows in table.items():
+        print(f"| {name} | " + " | ".join(f"{speed:.1f}× ({rate:,.0f})" for _, _, rate, speed in rows) + " |")
+    figure_path = args.results.parent / "extrapolation.png"
+    extrapolation_figure(table, figure_path)
+    print(f"\nfigure: {figure_path}")
+
+
+def _shape(settings: dict, parameters: int, steps_per_epoch: int) -> dict:
+    return {"workers": settings["nodes"], "parameters": parameters, "batch_per_worker": settings["batch"],
+            "link_bytes_per_second": 1.25e9, "steps_per_epoch": steps_per_epoch, "latency_seconds": 5e-5}
+
+
+def extrapolation(kinds: dict[str, Configuration], constants: Constants, examples: int, batch: int
+                  ) -> dict[str, list[tuple[int, float, float, float]]]:
+    """(nodes, link rate, samples/s, speedup) per strategy; a node is one worker; Downpour's server's link is a
+    node's link; averaging's rounds spread over the steps an epoch has at that size."""
+    table = {}
+    for name, kind in kinds.items():
+        rows = []
+        for nodes in EXTRAPOLATED_NODES:
+            for rate in EXTRAPOLATED_LINKS.values():
+                shaped = replace(kind, steps_per_epoch=max(1, examples // nodes // batch),
+                                 server_link_bytes_per_second=rate)
+                rows += extrapolate(shaped, constants, [nodes], [rate])
+        table[name] = rows
+    return table
+
+
+def extrapolation_figure(table: dict[str, list[tuple[int, float, float, float]]], path: Path) -> None:
+    import matplotlib
+    import matplotlib.ticker
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(EXTRAPOLATED_LINKS), figsize=(13, 4), sharey=True)
+    for axis, (link, rate) in zip(axes, EXTRAPOLATED_LINKS.items(), strict=True):
+        axis.plot(EXTRAPOLATED_NODES, EXTRAPOLATED_NODES, color="grey", linestyle="--", label="linear")
+        for name, rows in table.items():
+            points = [(nodes, speed) for nodes, link_rate, _, speed in rows if link_rate == rate]
+            axis.plot(*zip(*points, strict=True), marker="o", label=name)
+        axis.set(xscale="log", yscale="log", xlabel="nodes (1 worker each)", title=f"{link} links")
+        axis.set_xticks(EXTRAPOLATED_NODES, [str(n) for n in EXTRAPOLATED_NODES])
+        axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        axis.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        axis.set_yticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("speedup (model output)")
+    axes[0].legend(fontsize=8)
+    figure.suptitle("Cost model fitted to the cluster bench, extrapolated: MODEL OUTPUT, NOT MEASURED")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 if __name__ == "__main__":

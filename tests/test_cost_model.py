@@ -58,6 +58,20 @@ def test_step_time_by_hand():
     assert speedup(fast_link, constants) == pytest.approx(2.0)
 
 
+def test_downpours_server_link_carries_every_workers_share():
+    constants = Constants({1: 1e-4}, efficiency=0.5, overlap={"downpour": 1.0})
+    pushes = Configuration("downpour", workers=8, parameters=1_000_000, batch_per_worker=128,
+                           link_bytes_per_second=1e8, n_push=4, n_fetch=4, server_link_bytes_per_second=1e8)
+    # a worker: 2 MB per step at 50 MB/s = 0.04 s; the server: 8 × 2 MB = 16 MB at 50 MB/s = 0.32 s, the bound
+    assert step_seconds(pushes, constants) == pytest.approx(0.32)
+    unshaped = Configuration("downpour", workers=8, parameters=1_000_000, batch_per_worker=128,
+                             link_bytes_per_second=1e8, n_push=4, n_fetch=4)
+    assert step_seconds(unshaped, constants) == pytest.approx(0.04)  # the namespace cluster's driver side
+    with pytest.raises(ValueError, match="positive rate"):
+        Configuration("downpour", workers=2, parameters=1, batch_per_worker=1, link_bytes_per_second=1e8,
+                      server_link_bytes_per_second=0)
+
+
 def test_one_horovod_worker_does_not_communicate():
     constants = Constants({1: 1e-4})
     alone = mnist("horovod", workers=1, link_bytes_per_second=1.0)

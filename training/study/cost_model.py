@@ -10,7 +10,8 @@ A worker's step is its compute plus the communication that compute does not hide
 Bytes a worker sends per step (P parameters of 4 bytes; fp16 compression halves Horovod's):
 
     horovod    2(N−1)/N × 4P          ring all-reduce of N workers, every step
-    downpour   4P/n_push + 4P/n_fetch  its pushes and fetches, through its link to the server
+    downpour   4P/n_push + 4P/n_fetch  its pushes and fetches, through its link to the server (whose own
+                                       link carries N times that: the slower of the two bounds the step)
     averaging  2 × 4P × R / S          weights down and up once per round (R rounds in S steps per epoch)
 
 What a study fits from its own runs (:func:`fit`): the share of a link's rate TCP achieves (one ``efficiency``
@@ -47,6 +48,10 @@ class Configuration:
     steps_per_epoch: int = 1  # a worker's steps per epoch (averaging's rounds are spread over them)
     fp16_compression: bool = False
     latency_seconds: float = 0.0
+    # Downpour's server (every shard in the Spark driver) takes all N workers' pushes and fetches through its one
+    # link. On the namespace cluster the driver's side is not shaped (inf); a real cluster's driver node has a
+    # link like the others, and at 64 workers that link, not the workers', bounds the step.
+    server_link_bytes_per_second: float = math.inf
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -55,7 +60,8 @@ class Configuration:
                      "rounds_per_epoch", "steps_per_epoch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-        if not self.link_bytes_per_second > 0 or self.latency_seconds < 0:
+        if not self.link_bytes_per_second > 0 or not self.server_link_bytes_per_second > 0 \
+                or self.latency_seconds < 0:
             raise ValueError("the link needs a positive rate and a latency ≥ 0")
 
 
@@ -103,7 +109,11 @@ def transfer_seconds(configuration: Configuration, constants: Constants) -> floa
         return 0.0
     rate = constants.efficiency * configuration.link_bytes_per_second
     per_message = configuration.latency_seconds + constants.message_seconds.get(configuration.strategy, 0.0)
-    return bytes_per_step(configuration) / rate + messages_per_step(configuration) * per_message
+    on_the_wire = bytes_per_step(configuration) / rate
+    if configuration.strategy == "downpour":  # the server's link carries every worker's share at once
+        server = constants.efficiency * configuration.server_link_bytes_per_second
+        on_the_wire = max(on_the_wire, configuration.workers * bytes_per_step(configuration) / server)
+    return on_the_wire + messages_per_step(configuration) * per_message
 
 
 def step_seconds(configuration: Configuration, constants: Constants) -> float:
