@@ -38,7 +38,8 @@ def ensure_study_pool() -> None:
 
 
 def study_params() -> dict[str, Param]:
-    """A Param per study setting (from its declaration), and run_settings: any run setting but those the grid owns."""
+    """A Param per study setting (from its declaration); run_settings: any run setting but those the grid owns;
+    variants: overrides every run is repeated with."""
     params = {entry.name: Param(entry.default if not entry.optional else "", **entry.json_schema(entry.default))
               for entry in STUDY_SETTINGS}
     params["run_settings"] = Param(
@@ -46,6 +47,11 @@ def study_params() -> dict[str, Param]:
         description="Settings every configuration shares, as JSON: any run setting (`cloudburst settings "
                     "--workload …` lists them) except those the grid decides, e.g. {\"epochs\": 3, \"train_limit\": "
                     "10000, \"spark_master\": \"yarn\", \"data_root\": \"hdfs://…\"}.", section="Study")
+    params["variants"] = Param(
+        [], type="array", items={"type": "object"}, title="Variants",
+        description="Optional: a list of run-setting overrides; every run of the grid is repeated with each (the "
+                    "baseline and ceilings are not), e.g. [{}, {\"server_optimizer\": \"adam\", "
+                    "\"server_learning_rate\": 0.001}, {\"staleness_aware\": true}].", section="Study")
     return params
 
 

@@ -42,6 +42,14 @@ def test_two_horovod_ranks_end_with_identical_weights_and_learn(spark, small_spe
     assert Path(storage.resolve(result.model_uri).path).is_file()
 
 
+def test_a_cosine_decay_after_the_warm_up_trains_with_horovods_own_callbacks(spark, small_spec):
+    spec = small_spec.with_changes(epochs=2, warmup_epochs=1, learning_rate_decay="cosine", run_name="cosine")
+    result = HorovodStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri()),
+                                     storage.join(spec.run_uri(), "direct"), spark)
+    assert [row["epoch"] for row in result.epochs] == [1, 2] and result.extra["ranks_in_sync"] is True
+    assert result.epochs[-1]["val_accuracy"] > 0.6
+
+
 def test_a_finished_run_is_not_trained_again(spark, small_spec):
     first = train_run(spark, small_spec)
     started = time.perf_counter()

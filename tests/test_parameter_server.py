@@ -41,6 +41,39 @@ def test_sgd_steps_by_the_learning_rate_times_the_gradient():
     assert shard.snapshot()[0].tolist() == [0.0, 4.0]
 
 
+def test_momentum_and_adam_match_values_worked_out_by_hand():
+    momentum = ParameterShard(np.array([1.0]), "momentum", learning_rate=0.1)
+    momentum.apply(np.array([2.0]))  # v = 2, p = 1 - 0.2
+    momentum.apply(np.array([1.0]))  # v = 0.9·2 + 1 = 2.8, p = 0.8 - 0.28
+    assert momentum.snapshot()[0] == pytest.approx([0.52], rel=1e-6)
+    assert momentum.state()["velocity"] == pytest.approx([2.8])
+    adam = ParameterShard(np.array([1.0]), "adam", learning_rate=0.01)
+    adam.apply(np.array([0.5]))
+    # m = 0.05, v = 0.00025; lr_t = 0.01·sqrt(0.001)/0.1; step = lr_t · m / (sqrt(v) + 1e-7) ≈ 0.01 (Adam's first
+    # step is the learning rate, whatever the gradient's size)
+    lr_t = 0.01 * math.sqrt(1 - 0.999) / (1 - 0.9)
+    assert adam.snapshot()[0] == pytest.approx([1.0 - lr_t * 0.05 / (math.sqrt(0.00025) + 1e-7)], rel=1e-6)
+    assert adam.snapshot()[0] == pytest.approx([0.99], rel=1e-5)
+    state = adam.state()
+    assert state["updates"] == 1 and state["first_moment"] == pytest.approx([0.05])
+    resumed = ParameterShard(np.zeros(1), "adam", learning_rate=0.01)
+    resumed.restore(state)
+    adam.apply(np.array([0.2]))
+    resumed.apply(np.array([0.2]))
+    assert np.array_equal(adam.snapshot()[0], resumed.snapshot()[0])
+    with pytest.raises(ValueError, match="checkpoint has no velocity: it was written with another server optimizer"):
+        ParameterShard(np.zeros(1), "momentum").restore(state)
+
+
+def test_a_scaled_step_moves_the_parameters_by_that_share():
+    shard = ParameterShard(np.array([1.0, 2.0]), "sgd", learning_rate=0.5)
+    shard.apply(np.array([2.0, -4.0]), scale=0.25)
+    assert shard.snapshot()[0].tolist() == [0.75, 2.5]
+    for bad in (0.0, 1.5, -1.0):
+        with pytest.raises(ValueError, match="scale must be in"):
+            shard.apply(np.array([1.0, 1.0]), scale=bad)
+
+
 def test_s_shard_apply_equals_one_shard_apply():
     rng = np.random.default_rng(0)
     initial = rng.normal(size=1001).astype(np.float32)
@@ -77,8 +110,8 @@ def test_shard_state_survives_a_checkpoint_round_trip():
 
 
 def test_bad_server_settings_are_rejected():
-    with pytest.raises(ValueError, match="server optimizer 'adam'"):
-        ParameterShard(np.ones(2), "adam")
+    with pytest.raises(ValueError, match="server optimizer 'rmsprop'"):
+        ParameterShard(np.ones(2), "rmsprop")
     with pytest.raises(ValueError, match="gradient of 3 values for a shard of 2"):
         ParameterShard(np.ones(2)).apply(np.ones(3))
 
@@ -186,7 +219,7 @@ def test_a_checkpoint_with_non_finite_values_is_not_restored():
     assert shard.snapshot()[1] == 0
 
 
-@pytest.mark.parametrize("optimizer", ["adagrad", "sgd"])
+@pytest.mark.parametrize("optimizer", ["adagrad", "sgd", "momentum", "adam"])
 def test_the_workers_keras_step_and_the_servers_numpy_step_agree_step_for_step(optimizer):
     import tensorflow as tf
 

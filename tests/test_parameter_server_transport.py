@@ -57,6 +57,22 @@ def test_staleness_counts_the_versions_between_fetch_and_push(server):
     assert server.statistics.staleness[-3:] == [3, 3, 3]  # one per shard: 3 versions arrived after slow's fetch
 
 
+def test_a_staleness_aware_server_divides_a_stale_push_by_its_staleness():
+    initial = np.zeros(4, np.float32)
+    with ParameterServer(initial, num_shards=1, secret=SECRET, optimizer="sgd", learning_rate=0.5,
+                         staleness_aware=True) as aware:
+        with client_for(aware, worker=0) as slow, client_for(aware, worker=1) as fast:
+            slow.fetch()
+            fast.fetch()
+            for _ in range(4):  # fresh each time: fast fetches again before every push
+                fast.push(np.ones(4, np.float32))
+                fast.fetch()
+            slow.push(np.ones(4, np.float32))  # 4 versions old: a quarter of the step
+        # fast's pushes: staleness 0 (a full step, 0.5 each: -2.0); slow's: 0.5 / 4
+        assert aware.parameters() == pytest.approx(np.full(4, -2.0 - 0.125))
+        assert aware.statistics.staleness == [0, 0, 0, 0, 4]
+
+
 def raw_request(address: str, frame: bytes) -> bytes:
     context = zmq.Context()
     socket = context.socket(zmq.REQ)

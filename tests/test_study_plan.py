@@ -15,17 +15,14 @@ def test_the_grid_expands_to_a_baseline_a_ceiling_per_strategy_and_shape_and_eve
     plan = plan_study({"strategies": "horovod,downpour", "nodes": "1", "workers_per_node": "1,2",
                        "n_push": "4,16", "repetitions": 2, "run_settings": {"train_limit": 2000, "epochs": 2}}, "s1")
     labels = [(c.role, c.label, c.repetition) for c in plan.configurations]
-    assert labels == [
-        (BASELINE, "baseline-1x1", 1), (BASELINE, "baseline-1x1", 2),
-        (CEILING, "ceiling-horovod-1x2-t0", 1), (CEILING, "ceiling-downpour-1x2-t0", 1),
-        # horovod 1x1 with all cores is the baseline itself; downpour's n_push values only for downpour
-        (RUN, "horovod-1x2-t0", 1), (RUN, "downpour-1x1-t0-p4", 1), (RUN, "downpour-1x1-t0-p16", 1),
-        (RUN, "downpour-1x2-t0-p4", 1), (RUN, "downpour-1x2-t0-p16", 1),
-        (RUN, "horovod-1x2-t0", 2), (RUN, "downpour-1x1-t0-p4", 2), (RUN, "downpour-1x1-t0-p16", 2),
-        (RUN, "downpour-1x2-t0-p4", 2), (RUN, "downpour-1x2-t0-p16", 2)]
+    once = [(BASELINE, "baseline-1x1"), (CEILING, "ceiling-horovod-1x2-t0"), (CEILING, "ceiling-downpour-1x2-t0"),
+            # horovod 1x1 with all cores is the baseline itself; downpour's n_push values only for downpour
+            (RUN, "horovod-1x2-t0"), (RUN, "downpour-1x1-t0-p4"), (RUN, "downpour-1x1-t0-p16"),
+            (RUN, "downpour-1x2-t0-p4"), (RUN, "downpour-1x2-t0-p16")]
+    assert labels == [(role, label, repetition) for repetition in (1, 2) for role, label in once]
     names = [c.settings["run_name"] for c in plan.configurations]
     assert len(set(names)) == len(names) and all(name.startswith("s1-") for name in names)
-    ceiling = plan.configurations[3].settings
+    ceiling = plan.configurations[2].settings
     assert (ceiling["strategy"], ceiling["workers_per_node"], ceiling["communication"]) == ("downpour", 2, False)
     assert all(c.settings["communication"] for c in plan.configurations if c.role != CEILING)
     assert all(c.settings["train_limit"] == 2000 and c.settings["epochs"] == 2 for c in plan.configurations)
@@ -43,13 +40,13 @@ def test_the_estimate_is_preparation_plus_each_runs_fixed_cost_and_its_examples_
     assert runs == 3  # baseline, ceiling 1x2, horovod 1x2
     per_run = study_plan.FIXED_SECONDS_PER_RUN + 2 * 2000 * study_plan.SECONDS_PER_EXAMPLE_ONE_CORE[
         "mnist_elastic_cnn"] / study_plan.CORES
-    seconds = study_plan.PREPARATION_SECONDS + runs * per_run  # 120 + 3 × (75 + 1.2) = 348.6 s
-    assert seconds == pytest.approx(348.6)
-    assert plan.estimate_minutes == pytest.approx(5.9)  # 5.81 min, rounded up to a tenth
+    seconds = study_plan.PREPARATION_SECONDS + runs * per_run  # 120 + 3 × (50 + 0.8) = 272.4 s
+    assert seconds == pytest.approx(272.4)
+    assert plan.estimate_minutes == pytest.approx(4.6)  # 4.54 min, rounded up to a tenth
 
 
 def test_a_grid_over_budget_is_refused_with_its_estimate():
-    with pytest.raises(RunSpecError, match=r"14 runs are estimated at \d+ min, over its budget_minutes=10"):
+    with pytest.raises(RunSpecError, match=r"16 runs are estimated at \d+ min, over its budget_minutes=10"):
         plan_study({"strategies": "horovod,downpour", "workers_per_node": "1,2", "n_push": "4,16",
                     "repetitions": 2, "budget_minutes": 10})
 
@@ -76,6 +73,35 @@ def test_bad_study_settings_are_refused_in_one_line(values, message):
     with pytest.raises(RunSpecError, match=message) as caught:
         plan_study(values)
     assert "\n" not in str(caught.value)
+
+
+def test_variants_repeat_every_run_but_not_the_baseline_and_ceilings():
+    plan = plan_study({"strategies": "downpour", "workers_per_node": "1,2", "n_push": "4", "variants": [
+        {}, {"server_optimizer": "adam", "server_learning_rate": 0.001}, {"staleness_aware": True}]}, "v")
+    labels = [(c.role, c.label, c.variant) for c in plan.configurations]
+    assert labels == [
+        (BASELINE, "baseline-1x1", ""), (CEILING, "ceiling-downpour-1x2-t0", ""),
+        # downpour 1x1 without a variant is the baseline itself
+        (RUN, "downpour-1x1-t0-p4-v1", "server_optimizer=adam server_learning_rate=0.001"),
+        (RUN, "downpour-1x1-t0-p4-v2", "staleness_aware=True"),
+        (RUN, "downpour-1x2-t0-p4-v0", ""),
+        (RUN, "downpour-1x2-t0-p4-v1", "server_optimizer=adam server_learning_rate=0.001"),
+        (RUN, "downpour-1x2-t0-p4-v2", "staleness_aware=True")]
+    adam = plan.configurations[2].settings
+    assert (adam["server_optimizer"], adam["server_learning_rate"]) == ("adam", 0.001)
+    assert plan.configurations[0].settings["server_optimizer"] == "adagrad"
+
+
+@pytest.mark.parametrize(("variants", "message"), [
+    ({"server_optimizer": "adam"}, "must be a list of objects"),
+    (["adam"], "must be a list of objects"),
+    ([{"strategy": "horovod"}], "a variant sets strategy: the grid decides these"),
+    ([{"server_optimizer": "rmsprop"}], "server_optimizer='rmsprop': must be one of"),
+    ([{}] * 9, "9 given, at most 8"),
+])
+def test_bad_variants_are_refused_in_one_line(variants, message):
+    with pytest.raises(RunSpecError, match=message):
+        plan_study({"variants": variants})
 
 
 def test_a_workload_with_branches_is_refused():

@@ -25,7 +25,8 @@ DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
 
 STRATEGIES = ("horovod", "downpour", "averaging")
-SERVER_OPTIMIZERS = ("adagrad", "sgd")
+SERVER_OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
+LEARNING_RATE_DECAYS = ("none", "cosine")
 RUN_NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
@@ -168,6 +169,11 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
     Setting("warmup_epochs", int, 1, "Warm-up epochs",
             "Epochs over which the learning rate ramps from the one-worker value to the scaled one.", TRAINING,
             minimum=0, maximum=1000),
+    Setting("learning_rate_decay", str, "none", "Learning-rate decay (Horovod)",
+            "none: the scaled rate stays after the warm-up. cosine: after the warm-up it follows a half cosine "
+            "from the scaled rate down to 0 at the end of the last epoch, step by step — what large global "
+            "batches need to settle (Goyal et al. 2017 warm up; Loshchilov & Hutter 2017 decay).", TRAINING,
+            choices=LEARNING_RATE_DECAYS),
     Setting("seed", int, 0, "Seed", "Seeds augmentation, sharding and weight initialisation.", TRAINING,
             minimum=0, maximum=2**31 - 1),
     Setting("target_accuracy", float, 0.99, "Target accuracy",
@@ -194,11 +200,16 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
               "The parameters are split into this many slices, each served and updated on its own.", DOWNPOUR,
               maximum=64),
     Setting("server_optimizer", str, "adagrad", "Downpour: server optimizer",
-            "How the server applies a pushed gradient: adagrad (per-parameter step sizes, as in Downpour SGD) or "
-            "plain sgd.", DOWNPOUR, choices=SERVER_OPTIMIZERS),
+            "How the server applies a pushed gradient: adagrad (per-parameter step sizes, as in Downpour SGD), "
+            "plain sgd, momentum (SGD with momentum 0.9) or adam (Keras' β and ε; use a server learning rate near "
+            "0.001). Workers take their local steps between pushes with the same rule.", DOWNPOUR,
+            choices=SERVER_OPTIMIZERS),
     Setting("server_learning_rate", float, 0.1, "Downpour: server learning rate",
             "Step size of the server's optimizer, also used for the workers' local steps between pushes.",
             DOWNPOUR, minimum=0, exclusive_minimum=True, maximum=100),
+    Setting("staleness_aware", bool, False, "Downpour: staleness-aware steps",
+            "Scale each push's step by 1 / its staleness (server versions applied since the pushing worker last "
+            "fetched; Zhang et al. 2016), so a gradient computed on old parameters moves them less.", DOWNPOUR),
     Setting("warm_start_steps", int, 0, "Downpour: warm-start steps",
             "Worker 0 trains alone for this many steps before the others join (the paper's remedy for early "
             "instability); 0 starts everyone at once.", DOWNPOUR, minimum=0, maximum=10_000_000),

@@ -21,12 +21,13 @@ def dag(dag_bag):
 def test_the_form_is_the_study_settings_and_the_runs_are_mapped_tasks_in_the_cluster_pool(dag):
     from cloudburst_study import STUDY_POOL
 
-    assert set(dag.params) == {entry.name for entry in STUDY_SETTINGS} | {"run_settings"}
+    assert set(dag.params) == {entry.name for entry in STUDY_SETTINGS} | {"run_settings", "variants"}
     for entry in STUDY_SETTINGS:
         param = dag.params.get_param(entry.name)
         assert param.schema["title"] == entry.title and param.description == entry.description
     assert dag.params.get_param("repetitions").schema["minimum"] == 1
     assert dag.params.get_param("run_settings").schema["type"] == "object"
+    assert dag.params.get_param("variants").schema["type"] == "array"
     mapped = {task.task_id for task in dag.tasks if type(task).__name__ == "MappedOperator"}
     assert mapped == {"shard", "train", "evaluate"}
     assert {dag.get_task(task_id).pool for task_id in ("ingest", "augment", "features", *mapped)} == {STUDY_POOL}

@@ -239,11 +239,18 @@ def make_local_optimizer(server_optimizer: str, learning_rate: float) -> Any:
     scale. Keras adds 1e-7 to Adagrad's denominator (≥ sqrt(0.1)): a relative difference of at most 3e-7."""
     import tensorflow as tf
 
+    from training.strategies.parameter_server.shards import ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON, MOMENTUM
+
     if server_optimizer == "adagrad":
         return tf.keras.optimizers.legacy.Adagrad(learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
     if server_optimizer == "sgd":
         return tf.keras.optimizers.legacy.SGD(learning_rate)
-    raise ValueError(f"server optimizer {server_optimizer!r}: must be adagrad or sgd")
+    if server_optimizer == "momentum":
+        return tf.keras.optimizers.legacy.SGD(learning_rate, momentum=MOMENTUM)
+    if server_optimizer == "adam":
+        return tf.keras.optimizers.legacy.Adam(learning_rate, beta_1=ADAM_BETA_1, beta_2=ADAM_BETA_2,
+                                               epsilon=ADAM_EPSILON)
+    raise ValueError(f"server optimizer {server_optimizer!r}: must be one of adagrad, sgd, momentum, adam")
 
 
 def wait_version(pushes: int, steps: int) -> int:

@@ -13,6 +13,7 @@ throughputs (they no longer wait for each other).
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -150,6 +151,11 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
             callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: ramp up to the scaled rate
                 initial_lr=scaled_learning_rate, warmup_epochs=spec.warmup_epochs, steps_per_epoch=steps_per_epoch,
                 verbose=0))
+        if spec.learning_rate_decay == "cosine" and spec.epochs > spec.warmup_epochs:
+            callbacks.append(hvd.callbacks.LearningRateScheduleCallback(  # then down to 0 along a half cosine
+                initial_lr=scaled_learning_rate, multiplier=cosine_decay(spec.warmup_epochs, spec.epochs),
+                start_epoch=spec.warmup_epochs, end_epoch=spec.epochs, staircase=False,
+                steps_per_epoch=steps_per_epoch))
     callbacks += [clock, EpochRecorder()]
     model.fit(dataset, epochs=spec.epochs, initial_epoch=resumed_from, steps_per_epoch=steps_per_epoch,
               callbacks=callbacks, verbose=0)
@@ -261,6 +267,17 @@ def independent_epochs(rows_per_rank: list[list[dict[str, Any]]]) -> list[dict[s
             bookkeeping.weighted_mean(accuracies, samples) if known else None, rows[0]["val_accuracy"],
             bookkeeping.independent_epoch_seconds(samples, seconds), sum(samples))})
     return combined
+
+
+def cosine_decay(start_epoch: int, end_epoch: int) -> Any:
+    """The multiplier of the learning rate at a (fractional) epoch: 1 at ``start_epoch``, a half cosine down to 0
+    at ``end_epoch``."""
+
+    def multiplier(epoch: float) -> float:
+        progress = min(max((epoch - start_epoch) / (end_epoch - start_epoch), 0.0), 1.0)
+        return 0.5 * (1 + math.cos(math.pi * progress))
+
+    return multiplier
 
 
 def _weights_digest(model: Any) -> str:

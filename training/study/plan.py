@@ -56,15 +56,16 @@ STUDY_SETTINGS: tuple[Setting, ...] = (
 )
 _STUDY = {entry.name: entry for entry in STUDY_SETTINGS}
 
-# What the budget estimate is built from, measured on this 2-core machine (bench/strategies.py, the DAG tests):
+# What the budget estimate is built from, measured on this 2-core machine (the default study, the DAG tests):
 # a configuration's fixed cost (shard step when new, Spark and worker start-up, evaluation), and one core's
 # training time per example for each workload; a run is assumed to use every core, whatever its shape.
-FIXED_SECONDS_PER_RUN = 75.0
-SECONDS_PER_EXAMPLE_ONE_CORE = {"mnist_elastic_cnn": 0.0006, "kws_densenet_bilstm": 0.004,
+FIXED_SECONDS_PER_RUN = 50.0  # the default study, 2026-12-02: train task 105 s for 70 s of training; evaluate 10 s
+SECONDS_PER_EXAMPLE_ONE_CORE = {"mnist_elastic_cnn": 0.0004, "kws_densenet_bilstm": 0.004,
                                 "speaker_verification": 0.004}
 FULL_TRAINING_EXAMPLES = {"mnist_elastic_cnn": 60_000, "kws_densenet_bilstm": 30_000, "speaker_verification": 30_000}
 PREPARATION_SECONDS = 120.0  # ingest + augment once
 CORES = 2
+MAX_VARIANTS = 8
 
 
 @dataclass(frozen=True)
@@ -76,9 +77,11 @@ class Configuration:
     label: str
     repetition: int
     settings: dict[str, Any]
+    variant: str = ""  # the variant's settings as text ("" for none)
 
     def to_mapping(self) -> dict[str, Any]:
-        return {"role": self.role, "label": self.label, "repetition": self.repetition, "settings": self.settings}
+        return {"role": self.role, "label": self.label, "repetition": self.repetition, "settings": self.settings,
+                "variant": self.variant}
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,10 @@ def parse_list(name: str, text: str) -> tuple[Any, ...]:
 
 def study_values(values: dict[str, Any]) -> dict[str, Any]:
     """The study settings from Params or JSON (None or missing → default), converted and checked."""
-    unknown = sorted(set(values) - set(_STUDY) - {"run_settings"})
+    unknown = sorted(set(values) - set(_STUDY) - {"run_settings", "variants"})
     if unknown:
         raise RunSpecError(f"unknown study setting(s) {', '.join(unknown)}; known: {', '.join(_STUDY)}, "
-                           "run_settings")
+                           "run_settings, variants")
     checked: dict[str, Any] = {}
     for name, entry in _STUDY.items():
         value = values.get(name)
@@ -153,7 +156,7 @@ def plan_study(values: dict[str, Any], study_name: str = "study") -> StudyPlan:
     base = RunSpec.from_mapping({**run_settings, "workload": workload, "run_name": name}).validate().to_mapping()
     grid = {key: parse_list(key, checked[key])
             for key in ("strategies", "nodes", "workers_per_node", "threads_per_worker", "n_push")}
-    configurations = expand(name, base, grid, checked["repetitions"])
+    configurations = expand(name, base, grid, checked["repetitions"], parse_variants(values.get("variants")))
     for configuration in configurations:
         RunSpec.from_mapping(configuration.settings).validate()
     estimate = estimate_minutes(workload, base, configurations)
@@ -165,38 +168,65 @@ def plan_study(values: dict[str, Any], study_name: str = "study") -> StudyPlan:
                      base, tuple(configurations), round(estimate, 1))
 
 
-def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], repetitions: int) -> list[Configuration]:
-    """The baseline (1 node × 1 worker, all cores, the first strategy) in every repetition; a ceiling
-    (communication off) per strategy and shape with more than one worker, once; then every strategy × shape ×
-    n_push (downpour only) in every repetition, but the one the baseline already is."""
+def parse_variants(variants: Any) -> list[dict[str, Any]]:
+    """The study's variants: a list of run-setting overrides each run is repeated with (server optimizer,
+    staleness-aware steps, learning-rate decay, …); none → one variant without overrides."""
+    if variants in (None, [], {}):
+        return [{}]
+    if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants):
+        raise RunSpecError(f"variants={variants!r}: must be a list of objects of run settings, e.g. "
+                           '[{}, {"server_optimizer": "adam", "server_learning_rate": 0.001}]')
+    if len(variants) > MAX_VARIANTS:
+        raise RunSpecError(f"variants: {len(variants)} given, at most {MAX_VARIANTS}")
+    for variant in variants:
+        owned = sorted(set(variant) & set(GRID_OWNED))
+        if owned:
+            raise RunSpecError(f"a variant sets {', '.join(owned)}: the grid decides these")
+    return [dict(variant) for variant in variants]
+
+
+def variant_text(variant: dict[str, Any]) -> str:
+    return " ".join(f"{key}={value}" for key, value in variant.items())
+
+
+def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], repetitions: int,
+           variants: list[dict[str, Any]] | None = None) -> list[Configuration]:
+    """Every repetition: the baseline (1 node × 1 worker, all cores, the first strategy); a ceiling
+    (communication off) per strategy and shape with more than one worker; every strategy × shape × n_push
+    (downpour only) × variant but the one the baseline already is. Baseline and ceilings take no variant: they are
+    the study's fixed yardsticks. The ceilings repeat too: a bound measured once on a noisy machine is too low as
+    often as not."""
+    variants = variants or [{}]
     shapes = [(nodes, per_node, threads) for nodes in grid["nodes"] for per_node in grid["workers_per_node"]
               for threads in grid["threads_per_worker"]]
     configurations: list[Configuration] = []
 
-    def add(role: str, label: str, repetition: int, **settings: Any) -> None:
-        run_name = f"{name}-{label}" + (f"-r{repetition}" if role != CEILING else "")
-        configurations.append(Configuration(role, label, repetition,
-                                            {**base, **settings, "run_name": run_name, "existing_shards": ""}))
+    def add(role: str, label: str, repetition: int, variant: dict[str, Any] | None = None, **settings: Any) -> None:
+        run_settings = {**base, **(variant or {}), **settings, "run_name": f"{name}-{label}-r{repetition}",
+                        "existing_shards": ""}
+        configurations.append(Configuration(role, label, repetition, run_settings, variant_text(variant or {})))
 
     for repetition in range(1, repetitions + 1):
         add(BASELINE, "baseline-1x1", repetition, strategy=grid["strategies"][0], nodes=1, workers_per_node=1,
             threads_per_worker=0, communication=True)
-    for strategy in grid["strategies"]:
-        for nodes, per_node, threads in shapes:
-            if nodes * per_node > 1:
-                add(CEILING, f"ceiling-{strategy}-{nodes}x{per_node}-t{threads}", 1, strategy=strategy, nodes=nodes,
-                    workers_per_node=per_node, threads_per_worker=threads, communication=False)
-    for repetition in range(1, repetitions + 1):
+        for strategy in grid["strategies"]:
+            for nodes, per_node, threads in shapes:
+                if nodes * per_node > 1:
+                    add(CEILING, f"ceiling-{strategy}-{nodes}x{per_node}-t{threads}", repetition, strategy=strategy,
+                        nodes=nodes, workers_per_node=per_node, threads_per_worker=threads, communication=False)
         for strategy in grid["strategies"]:
             pushes = grid["n_push"] if strategy == "downpour" else (base["n_push"],)
             for nodes, per_node, threads in shapes:
-                if (strategy, nodes * per_node, threads) == (grid["strategies"][0], 1, 0):
-                    continue  # the baseline is this run
                 for n_push in pushes:
-                    suffix = f"-p{n_push}" if strategy == "downpour" else ""
-                    add(RUN, f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}", repetition, strategy=strategy,
-                        nodes=nodes, workers_per_node=per_node, threads_per_worker=threads, n_push=n_push,
-                        communication=True)
+                    for index, variant in enumerate(variants):
+                        if (strategy, nodes * per_node, threads, n_push, variant) == (
+                                grid["strategies"][0], 1, 0, base["n_push"], {}):
+                            continue  # the baseline is this run
+                        suffix = (f"-p{n_push}" if strategy == "downpour" else "") + (
+                            f"-v{index}" if len(variants) > 1 else "")
+                        add(RUN, f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}", repetition, variant,
+                            strategy=strategy, nodes=nodes, workers_per_node=per_node, threads_per_worker=threads,
+                            n_push=n_push, communication=True)
     return configurations
 
 

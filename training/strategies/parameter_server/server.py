@@ -52,12 +52,13 @@ class ParameterServer:
     """Serve ``initial`` (flat float32) split into ``num_shards`` shards; use as a context manager.
 
     ``max_push_norm``: a pushed gradient's L2 norm per accumulated step, per shard, is clipped at this (0: no
-    clipping); ``max_steps_per_push`` (the run's n_push) caps the steps a push may claim, so the bound holds.
+    clipping); ``max_steps_per_push`` (the run's n_push) caps the steps a push may claim, so the bound holds;
+    ``staleness_aware``: a push's step is divided by its staleness (versions since the worker's fetch, ≥ 1).
     """
 
     def __init__(self, initial: np.ndarray, num_shards: int, secret: bytes, optimizer: str = "adagrad",
                  learning_rate: float = 0.01, host: str = "127.0.0.1", max_push_norm: float = 100.0,
-                 max_steps_per_push: int | None = None) -> None:
+                 max_steps_per_push: int | None = None, staleness_aware: bool = False) -> None:
         if not 0 <= max_push_norm < float("inf"):
             raise ValueError(f"max_push_norm must be a finite number >= 0 (0 turns clipping off), got {max_push_norm}")
         if max_steps_per_push is not None and max_steps_per_push < 1:
@@ -69,6 +70,7 @@ class ParameterServer:
         self.host = host
         self.max_push_norm = max_push_norm
         self.max_steps_per_push = max_steps_per_push
+        self.staleness_aware = staleness_aware
         self.addresses: list[str] = []
         self.statistics = ServerStatistics()
         self._steps_applied = [0] * num_shards  # worker steps whose gradients each shard has applied
@@ -197,14 +199,16 @@ class ParameterServer:
             raise NonFiniteError(f"push from worker {message.worker} holds NaN or ±Inf values; refused, the "
                                  f"parameters are unchanged (the worker's training has diverged)")
         gradient, clipped = clip_push(gradient, message.steps, self.max_push_norm)
-        version = shard.apply(gradient)
+        # Versions applied since the worker's fetch: only this shard's thread changes its version.
+        staleness = max(0, shard.version - message.clock)
+        version = shard.apply(gradient, 1 / max(1, staleness) if self.staleness_aware else 1.0)
         with self._lock:
             self.statistics.pushes += 1
             self.statistics.clipped_pushes += clipped
             first_clip = clipped and self.statistics.clipped_pushes == 1
             self._steps_applied[index] += message.steps
             self.statistics.last_push_time = time.perf_counter()
-            self.statistics.staleness.append(max(0, version - 1 - message.clock))
+            self.statistics.staleness.append(staleness)
         if clipped:  # said once aloud; the run's clipped_pushes metric has the count
             log.log(logging.WARNING if first_clip else logging.DEBUG, "parameter shard %d scaled down a push from "
                     "worker %d to max_push_norm %g per step", index, message.worker, self.max_push_norm)

@@ -34,11 +34,21 @@ def clip_push(gradient: np.ndarray, steps: int, max_norm: float) -> tuple[np.nda
     return (wide * (limit / norm)).astype(np.float32), True
 
 
+# Moment decay rates of the server's momentum and Adam (Keras' defaults, so a worker's local steps match).
+MOMENTUM = 0.9
+ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON = 0.9, 0.999, 1e-7
+# Each optimizer's per-parameter state, saved in checkpoints under these names.
+OPTIMIZER_STATE = {"adagrad": ("accumulator",), "sgd": (), "momentum": ("velocity",),
+                   "adam": ("first_moment", "second_moment")}
+
+
 class ParameterShard:
     """One slice of the parameters with its own optimizer state and version counter.
 
     Adagrad as in Downpour SGD: every parameter i keeps the sum of its squared gradients and steps by
-    learning_rate · g_i / sqrt(initial_accumulator + Σ g_i²).
+    learning_rate · g_i / sqrt(initial_accumulator + Σ g_i²). Also plain SGD, SGD with momentum (velocity
+    v ← 0.9·v + g, step learning_rate · v) and Adam (bias-corrected moments, Keras' β and ε), as Keras computes them.
+    ``apply(gradient, scale)`` multiplies the step by ``scale`` (staleness-aware Downpour: 1 / staleness).
     An update whose result would not be finite in float32 is refused whole, so no push can freeze a parameter.
     """
 
@@ -51,30 +61,59 @@ class ParameterShard:
         self.parameters = np.array(initial, dtype=np.float32).ravel()
         self.optimizer = optimizer
         self.learning_rate = np.float32(learning_rate)
-        self.accumulator = np.full_like(self.parameters, initial_accumulator) if optimizer == "adagrad" else None
+        start = initial_accumulator if optimizer == "adagrad" else 0.0
+        self.slots = {name: np.full_like(self.parameters, start) for name in OPTIMIZER_STATE[optimizer]}
+        self.updates = 0  # Adam's bias correction counts the updates applied
         self.version = 0
         self._lock = threading.Lock()
 
-    def apply(self, gradient: np.ndarray) -> int:
-        """Apply one pushed (accumulated) gradient; returns the new version. Raises NonFiniteError, changing
-        nothing, if the gradient or the parameters or accumulator it would produce hold NaN or ±Inf."""
+    @property
+    def accumulator(self) -> np.ndarray | None:
+        """Adagrad's sum of squared gradients (None for the other optimizers)."""
+        return self.slots.get("accumulator")
+
+    def apply(self, gradient: np.ndarray, scale: float = 1.0) -> int:
+        """Apply one pushed (accumulated) gradient, its step multiplied by ``scale``; returns the new version.
+        Raises NonFiniteError, changing nothing, if the gradient or the parameters or optimizer state it would
+        produce hold NaN or ±Inf."""
         gradient = np.asarray(gradient, dtype=np.float32).ravel()
         if gradient.shape != self.parameters.shape:
             raise ValueError(f"gradient of {gradient.size} values for a shard of {self.parameters.size}")
         if not np.isfinite(gradient).all():
             raise NonFiniteError(f"gradient holds {np.count_nonzero(~np.isfinite(gradient))} NaN or ±Inf value(s)")
+        if not 0 < scale <= 1:
+            raise ValueError(f"a step's scale must be in (0, 1], got {scale}")
         with self._lock, np.errstate(over="ignore", invalid="ignore"):
             # Computed aside and committed only when finite: one overflowing square (|g| > ~1.8e19 in float32)
             # would otherwise turn an accumulator into inf and freeze its parameter for good.
-            accumulator = None if self.accumulator is None else self.accumulator + gradient * gradient
-            step = self.learning_rate * gradient
-            parameters = self.parameters - (step if accumulator is None else step / np.sqrt(accumulator))
-            if not np.isfinite(parameters).all() or (accumulator is not None and not np.isfinite(accumulator).all()):
-                raise NonFiniteError("the update would overflow float32 (parameters or Adagrad accumulator); "
+            slots, step = self._step(gradient)
+            parameters = self.parameters - np.float32(scale) * step
+            if not np.isfinite(parameters).all() or not all(np.isfinite(v).all() for v in slots.values()):
+                raise NonFiniteError(f"the update would overflow float32 (parameters or {self.optimizer} state); "
                                      "refused, nothing changed (is max_push_norm 0 or very large?)")
-            self.parameters, self.accumulator = parameters, accumulator
+            self.parameters, self.slots = parameters, slots
+            self.updates += 1
             self.version += 1
             return self.version
+
+    def _step(self, gradient: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The new optimizer state and the step (to subtract) for ``gradient``; nothing is changed."""
+        rate = self.learning_rate
+        if self.optimizer == "adagrad":
+            accumulator = self.slots["accumulator"] + gradient * gradient
+            return {"accumulator": accumulator}, rate * gradient / np.sqrt(accumulator)
+        if self.optimizer == "momentum":
+            velocity = np.float32(MOMENTUM) * self.slots["velocity"] + gradient
+            return {"velocity": velocity}, rate * velocity
+        if self.optimizer == "adam":
+            first = np.float32(ADAM_BETA_1) * self.slots["first_moment"] + np.float32(1 - ADAM_BETA_1) * gradient
+            second = (np.float32(ADAM_BETA_2) * self.slots["second_moment"]
+                      + np.float32(1 - ADAM_BETA_2) * gradient * gradient)
+            t = self.updates + 1
+            corrected = rate * np.float32(np.sqrt(1 - ADAM_BETA_2**t) / (1 - ADAM_BETA_1**t))
+            return {"first_moment": first, "second_moment": second}, \
+                corrected * first / (np.sqrt(second) + np.float32(ADAM_EPSILON))
+        return {}, rate * gradient
 
     def snapshot(self) -> tuple[np.ndarray, int]:
         """A consistent copy of the parameters and the version they belong to."""
@@ -84,16 +123,22 @@ class ParameterShard:
     def state(self) -> dict[str, np.ndarray | int]:
         """Everything a checkpoint needs to resume this shard."""
         with self._lock:
-            state: dict[str, np.ndarray | int] = {"parameters": self.parameters.copy(), "version": self.version}
-            if self.accumulator is not None:
-                state["accumulator"] = self.accumulator.copy()
+            state: dict[str, np.ndarray | int] = {"parameters": self.parameters.copy(), "version": self.version,
+                                                  **{name: values.copy() for name, values in self.slots.items()}}
+            if self.optimizer == "adam":
+                state["updates"] = self.updates
             return state
 
     def restore(self, state: dict[str, np.ndarray | int]) -> None:
         parameters = np.array(state["parameters"], dtype=np.float32)
-        accumulator = None if self.accumulator is None else np.array(state["accumulator"], dtype=np.float32)
-        for name, values in (("parameters", parameters), ("accumulator", accumulator)):
-            if values is not None and not np.isfinite(values).all():
+        missing = [name for name in OPTIMIZER_STATE[self.optimizer] if name not in state]
+        if missing:
+            raise ValueError(f"checkpoint has no {', '.join(missing)}: it was written with another server optimizer "
+                             f"than {self.optimizer}")
+        slots = {name: np.array(state[name], dtype=np.float32) for name in OPTIMIZER_STATE[self.optimizer]}
+        for name, values in (("parameters", parameters), *slots.items()):
+            if not np.isfinite(values).all():
                 raise NonFiniteError(f"checkpoint {name} hold NaN or ±Inf: resuming from them would serve them")
         with self._lock:
-            self.parameters, self.accumulator, self.version = parameters, accumulator, int(state["version"])
+            self.parameters, self.slots, self.version = parameters, slots, int(state["version"])
+            self.updates = int(state.get("updates", state["version"]))
