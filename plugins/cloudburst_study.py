@@ -10,6 +10,7 @@ measures alone, and gang-scheduled runs (all ranks at once) can never wait for e
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from typing import Any
 
@@ -26,6 +27,13 @@ STUDY_POOL_SLOTS = 1
 PREPARATION_STEPS = (INGEST, AUGMENT, FEATURES)  # every workload's; each runs only for a workload that has it
 # The default study (`make study`): full MNIST with one elastic copy, 4 epochs, six runs; about 24 min estimated.
 DEFAULT_RUN_SETTINGS = {"epochs": 4}
+
+
+def default_study_name(run_id: str) -> str:
+    """A study's name when the Params give none: its DAG run's date and time (20261202-184843), else the run id
+    made safe for run names."""
+    found = re.search(r"(\d{4})-(\d{2})-(\d{2})T(\d{2})[:-](\d{2})[:-](\d{2})", run_id)
+    return "{}{}{}-{}{}{}".format(*found.groups()) if found else run_name_from(run_id)
 
 
 def ensure_study_pool() -> None:
@@ -65,7 +73,7 @@ def scaling_study_dag(doc_md: str | None = None) -> DAG:
         @task(task_id="plan", retries=0, multiple_outputs=True)
         def plan(**context: Any) -> dict[str, Any]:
             values = {name: value for name, value in dict(context["params"]).items() if value is not None}
-            study = plan_study(values, study_name=run_name_from(context["run_id"]))
+            study = plan_study(values, study_name=default_study_name(context["run_id"]))
             base = RunSpec.from_mapping(study.base)
             check_cluster_configuration(base.spark_master)
             from training.study import record

@@ -82,3 +82,10 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     assert champion.run_id in {child.info.run_id for child in children}
     report = json.loads(json.dumps(parent.data.tags))
     print(f"tiny study: recommended {recommended} ({report['cloudburst.recommendation_reason']})")
+
+
+def test_a_study_without_a_name_is_named_after_its_dag_runs_date_and_time():
+    from cloudburst_study import default_study_name
+
+    assert default_study_name("manual__2026-12-02T18:48:43.667491+00:00") == "20261202-184843"
+    assert default_study_name("a run id of my own") == "a-run-id-of-my-own"
