@@ -114,10 +114,11 @@ def scaling_study_dag(doc_md: str | None = None) -> DAG:
         @task(task_id="report", retries=0, trigger_rule="all_done")
         def report(parent_run_id: str, tracking_uri: str, started: float) -> dict[str, Any]:
             from training.study import record
-            from training.study.report import table_text
+            from training.study.report import ceiling_verdict, table_text
 
             rows, advice = record.close_study(parent_run_id, tracking_uri, started)
             print(table_text(rows))
+            print(f"ceiling check: {ceiling_verdict(rows)}")
             print(f"recommended ({advice.goal}): {advice.reason}")
             return {"parent_run_id": parent_run_id, "recommended": advice.chosen.label if advice.chosen else None,
                     "reason": advice.reason}

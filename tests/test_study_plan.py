@@ -37,12 +37,12 @@ def test_the_estimate_is_preparation_plus_each_runs_fixed_cost_and_its_examples_
     plan = plan_study({"strategies": "horovod", "workers_per_node": "1,2", "run_settings":
                        {"train_limit": 1000, "augment_copies": 1, "epochs": 2}})
     runs = len(plan.configurations)
-    assert runs == 3  # baseline, ceiling 1x2, horovod 1x2
+    assert runs == 6  # baseline, ceiling 1x2, horovod 1x2, twice (repetitions default to 2)
     per_run = study_plan.FIXED_SECONDS_PER_RUN + 2 * 2000 * study_plan.SECONDS_PER_EXAMPLE_ONE_CORE[
         "mnist_elastic_cnn"] / study_plan.CORES
-    seconds = study_plan.PREPARATION_SECONDS + runs * per_run  # 120 + 3 × (50 + 0.8) = 272.4 s
-    assert seconds == pytest.approx(272.4)
-    assert plan.estimate_minutes == pytest.approx(4.6)  # 4.54 min, rounded up to a tenth
+    seconds = study_plan.PREPARATION_SECONDS + runs * per_run  # 120 + 6 × (50 + 0.8) = 424.8 s
+    assert seconds == pytest.approx(424.8)
+    assert plan.estimate_minutes == pytest.approx(7.1)  # 7.08 min, rounded up to a tenth
 
 
 def test_a_grid_over_budget_is_refused_with_its_estimate():
@@ -76,7 +76,8 @@ def test_bad_study_settings_are_refused_in_one_line(values, message):
 
 
 def test_variants_repeat_every_run_but_not_the_baseline_and_ceilings():
-    plan = plan_study({"strategies": "downpour", "workers_per_node": "1,2", "n_push": "4", "variants": [
+    plan = plan_study({"strategies": "downpour", "workers_per_node": "1,2", "n_push": "4", "repetitions": 1,
+                       "variants": [
         {}, {"server_optimizer": "adam", "server_learning_rate": 0.001}, {"staleness_aware": True}]}, "v")
     labels = [(c.role, c.label, c.variant) for c in plan.configurations]
     assert labels == [

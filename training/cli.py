@@ -123,7 +123,8 @@ def _advise(args: argparse.Namespace) -> None:
 
     rows, advice = record.advise_study(args.study, args.tracking_uri, args.goal, args.time_limit)
     print(report.table_text(rows))
-    print(f"\nrecommended for {report.GOALS[advice.goal]}: {advice.reason}")
+    print(f"\nceiling check: {report.ceiling_verdict(rows)}")
+    print(f"recommended for {report.GOALS[advice.goal]}: {advice.reason}")
 
 
 def build_parser() -> argparse.ArgumentParser:

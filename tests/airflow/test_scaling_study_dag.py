@@ -49,7 +49,7 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    conf = {"strategies": "downpour", "workers_per_node": "2", "n_push": "4", "study_name": "tiny",
+    conf = {"strategies": "downpour", "workers_per_node": "2", "n_push": "4", "study_name": "tiny", "repetitions": 1,
             "run_settings": {"train_limit": 1000, "test_limit": 300, "epochs": 2, "batch_size_per_worker": 32,
                              "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}}
     dag_run = dag.test(run_conf=conf)
@@ -76,6 +76,7 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     table = client.download_artifacts(parent.info.run_id, "study.csv", str(tmp_path))
     rows = {line.split(",")[0]: line for line in open(table).read().splitlines()[1:]}
     assert set(rows) == {"baseline-1x1", "ceiling-downpour-1x2-t0", "downpour-1x2-t0-p4"}
+    assert parent.data.tags["cloudburst.ceiling_check"].startswith("not judged: one repetition")
     recommended = parent.data.tags["cloudburst.recommendation"]
     assert recommended in {"baseline-1x1", "downpour-1x2-t0-p4"}  # a ceiling trains no usable model
     champion = client.get_model_version_by_alias("mnist_elastic_cnn", "champion")

@@ -75,6 +75,7 @@ def close_study(parent_run_id: str, tracking_uri: str, started: float | None = N
     advice = report.advise(rows, goal)
     mlflow_client.log_text(parent_run_id, report.advice_markdown(plan["name"], rows, advice), "recommendation.md")
     tags = [RunTag(report.RECOMMENDATION_TAG, advice.chosen.label if advice.chosen else "none"),
+            RunTag("cloudburst.ceiling_check", report.ceiling_verdict(rows)),
             RunTag("cloudburst.recommendation_reason", advice.reason[:5000])]
     metrics = []
     now = int(time.time() * 1000)
