@@ -61,16 +61,7 @@ PY
 
 for config in $configs; do spec_of "$config" json > /dev/null; done  # every configuration valid before any runs
 
-# The metadata database is made ready once, under a lock: two demos started at once on a fresh var/ would both
-# create its tables, and two `airflow dags test` writing the DAGs' assets for the first time collide on them
-# (UNIQUE constraint failed: asset.name) — serialising the DAGs here first is what Airflow's dag-processor does.
-mkdir -p var/airflow
-if ! ( flock -w 600 9 || { echo "[demo] var/airflow/setup.lock held for 10 min by another demo" >&2; exit 1; }
-       .venv/airflow/bin/airflow db migrate && .venv/airflow/bin/airflow dags reserialize
-     ) > var/airflow-migrate.log 2>&1 9> var/airflow/setup.lock; then
-    cat var/airflow-migrate.log
-    exit 1
-fi
+infra/airflow-ready.sh demo  # the metadata database, once and under a lock
 echo "[demo] $dag_id, configurations: $configs; full log: $log (a few minutes per configuration on 2 cores)"
 started=$(date +%s)
 : > "$log"

@@ -7,7 +7,6 @@
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
-mkdir -p var/airflow
 # shellcheck source=infra/airflow-env.sh
 source infra/airflow-env.sh
 
@@ -18,14 +17,7 @@ if ! .venv/airflow/bin/python -c 'import json, sys; value = json.loads(sys.argv[
     echo "[study] STUDY_CONF must be a JSON object, e.g. '{\"strategies\": \"horovod\"}'" >&2
     exit 2
 fi
-# The metadata database made ready once, under the lock `make demo` takes too; then the study's pool.
-if ! ( flock -w 600 9 || { echo "[study] var/airflow/setup.lock held for 10 min by another run" >&2; exit 1; }
-       .venv/airflow/bin/airflow db migrate && .venv/airflow/bin/airflow dags reserialize &&
-       .venv/airflow/bin/python -c "from cloudburst_study import ensure_study_pool; ensure_study_pool()"
-     ) > var/airflow-migrate.log 2>&1 9> var/airflow/setup.lock; then
-    cat var/airflow-migrate.log
-    exit 1
-fi
+infra/airflow-ready.sh study  # the metadata database, once and under a lock; the study's pool
 echo "[study] $(date +%H:%M:%S) airflow dags test scaling_study -c '$conf'  (full log: $log)"
 started=$(date +%s)
 : > "$log"
@@ -40,7 +32,9 @@ status=0
 .venv/airflow/bin/airflow dags test scaling_study -c "$conf" >> "$log" 2>&1 || status=$?
 sleep 1
 if [[ $status -ne 0 ]] || grep -q "task_id=report.*state=failed\|Task failed\|RunSpecError\|StudyError" "$log"; then
-    grep -E "RunSpecError|StudyError|ERROR" "$log" | tail -10 || true
+    # The reason in one line (the plan's refusal, the report's verdict), else the log's last errors.
+    reason=$(grep -E "^[A-Za-z_.]*(RunSpecError|StudyError): " "$log" | tail -1 | sed -E 's/^[A-Za-z_.]*: //')
+    if [[ -n "$reason" ]]; then echo "[study] $reason" >&2; else grep -E "ERROR" "$log" | tail -10 >&2 || true; fi
     echo "[study] the study failed; see $log" >&2
     exit 1
 fi

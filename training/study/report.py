@@ -262,9 +262,11 @@ def speedup_figure(rows: Sequence[Row], title: str) -> Figure:
     figure, (speedup_axis, efficiency_axis) = plt.subplots(1, 2, figsize=(11, 4))
     workers = sorted({row.total_workers for row in rows})
     speedup_axis.plot(workers, workers, color="grey", linestyle="--", label="linear")
+    baselines = [row for row in rows if row.role == BASELINE]
     for role, marker in ((RUN, "o"), (CEILING, "^")):
         for strategy in sorted({row.strategy for row in rows if row.role == role}):
-            best: dict[int, Row] = {}
+            # every strategy's line starts at the study's 1-worker baseline (speedup 1 by definition)
+            best: dict[int, Row] = {1: baselines[0]} if role == RUN and baselines else {}
             for row in rows:
                 if row.role != role or row.strategy != strategy:
                     continue
@@ -300,8 +302,8 @@ def time_to_target_figure(rows: Sequence[Row], title: str) -> Figure:
         axis.bar(index, row.time_to_target_seconds if reached else row.training_seconds,
                  hatch=None if reached else "//", alpha=1 if reached else 0.4, color=f"C{index % 10}")
     axis.set_xticks(range(len(shown)), [row.label for row in shown], rotation=30, ha="right", fontsize=8)
-    axis.set_ylabel("seconds of training to the target (hatched: not reached)")
-    axis.set_title(title)
+    axis.set_ylabel("training seconds to the target")
+    axis.set_title(f"{title}\ntime to target accuracy (hatched: not reached; its whole training time)", fontsize=10)
     axis.grid(alpha=0.3, axis="y")
     figure.tight_layout()
     return figure
