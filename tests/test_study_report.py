@@ -32,7 +32,10 @@ def log_runs(plan, mlflow_client, experiment, measured=MEASURED, with_model: str
         index = seen.get(configuration.label, 0)
         seen[configuration.label] = index + 1
         throughput, to_target, accuracy = measured[configuration.label]
-        run = mlflow_client.create_run(experiment, tags={"cloudburst_run": configuration.settings["run_name"]})
+        # threads_per_worker as every strategy tags it: 2 cores per node shared by its workers
+        threads = 2 // configuration.settings["workers_per_node"]
+        run = mlflow_client.create_run(experiment, tags={"cloudburst_run": configuration.settings["run_name"],
+                                                         "threads_per_worker": str(threads)})
         metrics = {"samples_per_second_mean": throughput[index], "training_seconds": 60000 / throughput[index],
                    "wall_seconds": 60000 / throughput[index] + 30, "test_accuracy": accuracy, "bytes_moved": 1e6}
         if to_target[index] is not None:
@@ -64,6 +67,7 @@ def test_rows_are_medians_judged_against_the_studys_own_baseline_and_ceiling(tmp
     by_label = {row.label: row for row in rows}
     baseline, run = by_label["baseline-1x1"], by_label["horovod-1x2-t0"]
     assert baseline.samples_per_second == 1050 and baseline.time_to_target_seconds == 95
+    assert baseline.cores == run.cores == 2  # 1 worker × 2 threads; 2 workers × 1 thread
     assert run.samples_per_second == 1600 and run.repetitions == 2
     assert run.speedup == pytest.approx(1600 / 1050) and run.efficiency == pytest.approx(1600 / 1050 / 2)
     assert run.ceiling_ratio == pytest.approx(1600 / 1800)
@@ -106,7 +110,7 @@ def row(label, role="run", samples=1000.0, to_target=None, accuracy=0.99, nodes=
     return report.Row(label=label, role=role, strategy="horovod", nodes=nodes, workers_per_node=1, total_workers=nodes,
                       threads_per_worker=0, n_push=4, repetitions=1, samples_per_second=samples,
                       training_seconds=training, wall_seconds=training + 30, time_to_target_seconds=to_target,
-                      test_accuracy=accuracy, bytes_moved=0.0, run_id=label)
+                      test_accuracy=accuracy, bytes_moved=0.0, run_id=label, cores=2 * nodes)
 
 
 def test_the_advisor_picks_per_goal_and_names_the_runner_up():
@@ -128,6 +132,8 @@ def test_the_advisor_picks_per_goal_and_names_the_runner_up():
     assert nobody.chosen.label == "a" and "no run reached the target" in nobody.reason
     with pytest.raises(report.StudyError, match="goal='fun'"):
         report.advise(rows, "fun")
+    with pytest.raises(report.StudyError, match="time limit -5 s: must be a positive number"):
+        report.advise(rows, "cheapest_under_time_limit", time_limit_seconds=-5)
 
 
 def test_a_closed_study_has_its_runs_nested_its_table_figures_advice_and_a_champion(tmp_path):

@@ -58,6 +58,7 @@ class Row:
     test_accuracy: float | None
     bytes_moved: float
     run_id: str  # the repetition nearest the median throughput: the run the row stands for
+    cores: int  # what its workers computed on: total workers × the threads each had (the run's own tag)
     spread: float | None = None  # (max − min) ÷ median samples/s of its repetitions; None for one
     variant: str = ""  # the run settings this row's variant changed ("" for none)
     speedup: float | None = None  # samples/s ÷ the baseline's
@@ -66,12 +67,6 @@ class Row:
     communication_share: float | None = None  # 1 − ceiling_ratio: the share of a step communication costs
     time_to_target_speedup: float | None = None
 
-    @property
-    def cores(self) -> int:
-        return self.nodes * CORES_PER_NODE
-
-
-CORES_PER_NODE = 2  # every simulated node of this machine has its 2 cores (the namespace cluster: a share)
 
 
 def child_runs(mlflow_client: MlflowClient, experiment_id: str, configurations: Sequence[dict[str, Any]]
@@ -113,6 +108,10 @@ def rows_from_runs(configurations: Sequence[dict[str, Any]], runs: dict[str, Any
         middle = statistics.median(throughput)
         representative = min(members, key=lambda m: abs(m[1].data.metrics["samples_per_second_mean"] - middle))
         reached = [m["time_to_target_seconds"] for m in metrics if "time_to_target_seconds" in m]
+        threads = representative[1].data.tags.get("threads_per_worker")
+        if threads is None:
+            raise StudyError(f"configuration {label}: its run has no threads_per_worker tag, so its cores are "
+                             "unknown (was it trained by Cloudburst?)")
         rows.append(Row(
             label=label, role=configuration["role"], strategy=settings["strategy"], nodes=settings["nodes"],
             workers_per_node=settings["workers_per_node"],
@@ -124,6 +123,7 @@ def rows_from_runs(configurations: Sequence[dict[str, Any]], runs: dict[str, Any
             time_to_target_seconds=statistics.median(reached) if 2 * len(reached) > len(members) else None,
             test_accuracy=_median_of(metrics, "test_accuracy"), bytes_moved=_median_of(metrics, "bytes_moved") or 0.0,
             run_id=representative[1].info.run_id, variant=configuration.get("variant", ""),
+            cores=int(threads) * settings["nodes"] * settings["workers_per_node"],
             spread=(max(throughput) - min(throughput)) / middle if len(throughput) > 1 else None))
     return rows
 
@@ -211,6 +211,8 @@ def advise(rows: Sequence[Row], goal: str = "fastest_to_target", time_limit_seco
     model), with the runner-up and why."""
     if goal not in GOALS:
         raise StudyError(f"goal={goal!r}: must be one of {', '.join(GOALS)}")
+    if time_limit_seconds is not None and not time_limit_seconds > 0:
+        raise StudyError(f"time limit {time_limit_seconds!r} s: must be a positive number of seconds")
     candidates = [row for row in rows if row.role in (RUN, BASELINE)]
     if goal == "fastest_to_target":
         reached = [row for row in candidates if row.time_to_target_seconds is not None]
