@@ -40,6 +40,11 @@ def test_two_horovod_ranks_end_with_identical_weights_and_learn(spark, small_spe
     assert len(result.evaluations) == small_spec.evaluations_per_epoch
     assert result.extra["threads_per_worker"] == max(1, (os.cpu_count() or 1) // 2)
     assert Path(storage.resolve(result.model_uri).path).is_file()
+    # The ring's bytes: 2 ranks each send their float32 gradients once per step (2(N−1)/N of them, N = 2).
+    from training.workloads import workload_for
+
+    gradients = 4 * workload_for(small_spec).build_model().count_params()
+    assert result.metrics["bytes_moved"] == 2 * gradients * result.extra["steps_per_epoch"] * small_spec.epochs
 
 
 def test_a_cosine_decay_after_the_warm_up_trains_with_horovods_own_callbacks(spark, small_spec):
