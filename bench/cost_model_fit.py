@@ -18,11 +18,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from training import REPO_ROOT
+from training.evaluation.figures import close
 from training.study.cost_model import Configuration, Constants, extrapolate, fit, leave_one_out, median
+from training.study.study_model import EXTRAPOLATED_LINKS, EXTRAPOLATED_NODES, extrapolation_figure
 
 LINK_BYTES_PER_SECOND = {"10gbit": 1.25e9, "1gbit": 1.25e8, "100mbit": 1.25e7}
-EXTRAPOLATED_NODES = (8, 16, 64)
-EXTRAPOLATED_LINKS = {"1 Gbit/s": 1.25e8, "10 Gbit/s": 1.25e9, "25 Gbit/s": 3.125e9}
 
 
 def configuration(name: str, link: str, settings: dict, parameters: int, steps_per_epoch: int) -> Configuration:
@@ -79,7 +79,12 @@ def main() -> None:
     for name, rows in table.items():
         print(f"| {name} | " + " | ".join(f"{speed:.1f}× ({rate:,.0f})" for _, _, rate, speed in rows) + " |")
     figure_path = args.results.parent / "extrapolation.png"
-    extrapolation_figure(table, figure_path)
+    names = {rate: link for link, rate in EXTRAPOLATED_LINKS.items()}
+    figure = extrapolation_figure({name: [(nodes, names[rate], speed) for nodes, rate, _, speed in rows]
+                                   for name, rows in table.items()}, "Cost model fitted to the cluster bench, "
+                                  "extrapolated")
+    figure.savefig(figure_path, dpi=100)
+    close(figure)
     print(f"\nfigure: {figure_path}")
 
 
@@ -102,33 +107,6 @@ def extrapolation(kinds: dict[str, Configuration], constants: Constants, example
                 rows += extrapolate(shaped, constants, [nodes], [rate])
         table[name] = rows
     return table
-
-
-def extrapolation_figure(table: dict[str, list[tuple[int, float, float, float]]], path: Path) -> None:
-    import matplotlib
-    import matplotlib.ticker
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(1, len(EXTRAPOLATED_LINKS), figsize=(13, 4), sharey=True)
-    for axis, (link, rate) in zip(axes, EXTRAPOLATED_LINKS.items(), strict=True):
-        axis.plot(EXTRAPOLATED_NODES, EXTRAPOLATED_NODES, color="grey", linestyle="--", label="linear")
-        for name, rows in table.items():
-            points = [(nodes, speed) for nodes, link_rate, _, speed in rows if link_rate == rate]
-            axis.plot(*zip(*points, strict=True), marker="o", label=name)
-        axis.set(xscale="log", yscale="log", xlabel="nodes (1 worker each)", title=f"{link} links")
-        axis.set_xticks(EXTRAPOLATED_NODES, [str(n) for n in EXTRAPOLATED_NODES])
-        axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        axis.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        axis.set_yticks([1, 2, 4, 8, 16, 32, 64], ["1", "2", "4", "8", "16", "32", "64"])
-        axis.grid(alpha=0.3)
-    axes[0].set_ylabel("speedup (model output)")
-    axes[0].legend(fontsize=8)
-    figure.suptitle("Cost model fitted to the cluster bench, extrapolated: MODEL OUTPUT, NOT MEASURED")
-    figure.tight_layout()
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
 
 
 if __name__ == "__main__":

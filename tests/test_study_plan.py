@@ -82,15 +82,17 @@ def test_variants_repeat_every_run_but_not_the_baseline_and_ceilings():
     labels = [(c.role, c.label, c.variant) for c in plan.configurations]
     assert labels == [
         (BASELINE, "baseline-1x1", ""), (CEILING, "ceiling-downpour-1x2-t0", ""),
-        # downpour 1x1 without a variant is the baseline itself
+        # the baseline is plain Keras (Horovod 1x1) in every study: a Downpour 1x1 worker still talks to its server
+        (RUN, "downpour-1x1-t0-p4-v0", ""),
         (RUN, "downpour-1x1-t0-p4-v1", "server_optimizer=adam server_learning_rate=0.001"),
         (RUN, "downpour-1x1-t0-p4-v2", "staleness_aware=True"),
         (RUN, "downpour-1x2-t0-p4-v0", ""),
         (RUN, "downpour-1x2-t0-p4-v1", "server_optimizer=adam server_learning_rate=0.001"),
         (RUN, "downpour-1x2-t0-p4-v2", "staleness_aware=True")]
-    adam = plan.configurations[2].settings
+    adam = plan.configurations[3].settings
     assert (adam["server_optimizer"], adam["server_learning_rate"]) == ("adam", 0.001)
     assert plan.configurations[0].settings["server_optimizer"] == "adagrad"
+    assert plan.configurations[0].settings["strategy"] == "horovod"
 
 
 @pytest.mark.parametrize(("variants", "message"), [

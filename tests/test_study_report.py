@@ -150,6 +150,8 @@ def test_a_closed_study_has_its_runs_nested_its_table_figures_advice_and_a_champ
     parent_run = mlflow_client.get_run(parent)
     assert parent_run.info.status == "FINISHED"
     assert parent_run.data.tags[report.RECOMMENDATION_TAG] == "baseline-1x1"
+    # one configuration that communicates: leaving it out leaves nothing to fit (tests/test_study_model.py fits)
+    assert parent_run.data.tags["cloudburst.cost_model"].startswith("not fitted: 1 configuration(s)")
     assert parent_run.data.params["study.workers_per_node"] == "1,2"
     assert parent_run.data.params["study.configurations"] == "6"
     artifacts = {item.path for item in mlflow_client.list_artifacts(parent)}

@@ -49,7 +49,7 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    conf = {"strategies": "downpour", "workers_per_node": "2", "n_push": "4", "study_name": "tiny", "repetitions": 1,
+    conf = {"strategies": "downpour", "workers_per_node": "2", "n_push": "4,16", "study_name": "tiny", "repetitions": 1,
             "run_settings": {"train_limit": 1000, "test_limit": 300, "epochs": 2, "batch_size_per_worker": 32,
                              "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}}
     dag_run = dag.test(run_conf=conf)
@@ -57,7 +57,7 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     states = {(ti.task_id, ti.map_index): ti.state for ti in instances}
     assert states[("features", -1)] == "skipped"  # MNIST has no features step
     assert {state for key, state in states.items() if key != ("features", -1)} == {"success"}, states
-    assert sorted(i for t, i in states if t == "train") == [0, 1, 2]  # baseline, ceiling, downpour 1x2
+    assert sorted(i for t, i in states if t == "train") == [0, 1, 2, 3]  # baseline, ceiling, n_push 4 and 16
     assert sorted(i for t, i in states if t == "shard") == [0, 1]  # 1 and 2 workers
 
     client = mlflow.MlflowClient(tracking_uri)
@@ -67,18 +67,23 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     assert parent.info.status == "FINISHED" and parent.info.run_name == "study-tiny"
     children = client.search_runs([experiment.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     roles = sorted(child.data.tags["cloudburst.study_role"] for child in children)
-    assert roles == ["baseline", "ceiling", "run"]
+    assert roles == ["baseline", "ceiling", "run", "run"]
     ceiling = next(child for child in children if child.data.tags["cloudburst.study_role"] == "ceiling")
     assert ceiling.data.params["communication"] == "false" and ceiling.data.metrics.get("bytes_moved", 0) == 0
     artifacts = {item.path for item in client.list_artifacts(parent.info.run_id)}
     assert {"study.csv", "study_table.json", "speedup_and_efficiency.png", "time_to_target.png",
-            "workers_per_node.png", "recommendation.md"} <= artifacts
+            "workers_per_node.png", "recommendation.md", "cost_model_leave_one_out.csv",
+            "cost_model_extrapolation.csv", "cost_model_extrapolation.png"} <= artifacts
+    # the cost model fitted to the two Downpour runs, each predicted by the fit to the other
+    assert parent.data.tags["cloudburst.cost_model"].startswith("fitted to 2 configurations of this study")
+    assert parent.data.metrics["cost_model_median_error"] >= 0
     table = client.download_artifacts(parent.info.run_id, "study.csv", str(tmp_path))
     rows = {line.split(",")[0]: line for line in open(table).read().splitlines()[1:]}
-    assert set(rows) == {"baseline-1x1", "ceiling-downpour-1x2-t0", "downpour-1x2-t0-p4"}
+    assert set(rows) == {"baseline-1x1", "ceiling-downpour-1x2-t0", "downpour-1x2-t0-p4", "downpour-1x2-t0-p16"}
     assert parent.data.tags["cloudburst.ceiling_check"].startswith("not judged: one repetition")
     recommended = parent.data.tags["cloudburst.recommendation"]
-    assert recommended in {"baseline-1x1", "downpour-1x2-t0-p4"}  # a ceiling trains no usable model
+    # a ceiling trains no usable model
+    assert recommended in {"baseline-1x1", "downpour-1x2-t0-p4", "downpour-1x2-t0-p16"}
     champion = client.get_model_version_by_alias("mnist_elastic_cnn", "champion")
     assert champion.run_id in {child.info.run_id for child in children}
     report = json.loads(json.dumps(parent.data.tags))

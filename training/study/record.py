@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from training import tracking
-from training.study import report
+from training.study import report, study_model
 from training.study.plan import StudyPlan
 
 PLAN_ARTIFACT = "study_plan.json"
@@ -70,15 +70,24 @@ def close_study(parent_run_id: str, tracking_uri: str, started: float | None = N
     figures = {"speedup_and_efficiency.png": report.speedup_figure(rows, title),
                "time_to_target.png": report.time_to_target_figure(rows, title),
                "workers_per_node.png": report.workers_per_node_figure(rows, title)}
+    model = study_model.fit_study(rows)  # the cost model from this study's own runs, checked leaving one out
+    if model.constants is not None:
+        figures["cost_model_extrapolation.png"] = study_model.study_extrapolation_figure(model, f"study {plan['name']}")
+        mlflow_client.log_text(parent_run_id, study_model.predictions_csv(model), "cost_model_leave_one_out.csv")
+        mlflow_client.log_text(parent_run_id, study_model.extrapolation_csv(model), "cost_model_extrapolation.csv")
     for name, figure in figures.items():
         tracking.log_figure(mlflow_client, parent_run_id, figure, name)
     advice = report.advise(rows, goal)
-    mlflow_client.log_text(parent_run_id, report.advice_markdown(plan["name"], rows, advice), "recommendation.md")
+    mlflow_client.log_text(parent_run_id, report.advice_markdown(plan["name"], rows, advice) + "\n"
+                           + study_model.markdown(model), "recommendation.md")
     tags = [RunTag(report.RECOMMENDATION_TAG, advice.chosen.label if advice.chosen else "none"),
             RunTag("cloudburst.ceiling_check", report.ceiling_verdict(rows)),
-            RunTag("cloudburst.recommendation_reason", advice.reason[:5000])]
+            RunTag("cloudburst.recommendation_reason", advice.reason[:5000]),
+            RunTag("cloudburst.cost_model", model.note[:5000])]
     metrics = []
     now = int(time.time() * 1000)
+    if model.median_error is not None:
+        metrics.append(Metric("cost_model_median_error", model.median_error, now, 0))
     if started is not None:
         metrics.append(Metric("study_minutes", (time.time() - started) / 60, now, 0))
     for row in rows:

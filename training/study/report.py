@@ -66,6 +66,11 @@ class Row:
     ceiling_ratio: float | None = None  # samples/s ÷ its ceiling's (same strategy and shape, communication off)
     communication_share: float | None = None  # 1 − ceiling_ratio: the share of a step communication costs
     time_to_target_speedup: float | None = None
+    # What the cost model needs of a configuration (training.study.study_model); 0 when unknown.
+    batch_size_per_worker: int = 0
+    n_fetch: int = 0
+    parameters: int = 0  # the model's, as its evaluate step logged it (model_parameters)
+    steps_per_epoch: int = 0  # one worker's: samples trained per epoch ÷ workers ÷ batch
 
 
 
@@ -124,7 +129,12 @@ def rows_from_runs(configurations: Sequence[dict[str, Any]], runs: dict[str, Any
             test_accuracy=_median_of(metrics, "test_accuracy"), bytes_moved=_median_of(metrics, "bytes_moved") or 0.0,
             run_id=representative[1].info.run_id, variant=configuration.get("variant", ""),
             cores=int(threads) * settings["nodes"] * settings["workers_per_node"],
-            spread=(max(throughput) - min(throughput)) / middle if len(throughput) > 1 else None))
+            spread=(max(throughput) - min(throughput)) / middle if len(throughput) > 1 else None,
+            batch_size_per_worker=int(settings.get("batch_size_per_worker", 0)),
+            n_fetch=int(settings.get("n_fetch", 0)),
+            parameters=int(_median_of(metrics, "model_parameters") or 0),
+            steps_per_epoch=_steps_per_epoch(settings, middle,
+                                             statistics.median(m["training_seconds"] for m in metrics))))
     return rows
 
 
@@ -333,6 +343,14 @@ def workers_per_node_figure(rows: Sequence[Row], title: str) -> Figure:
     axis.legend(fontsize=8)
     figure.tight_layout()
     return figure
+
+
+def _steps_per_epoch(settings: dict[str, Any], samples_per_second: float, training_seconds: float) -> int:
+    workers = settings["nodes"] * settings["workers_per_node"]
+    epochs, batch = settings.get("epochs", 0), settings.get("batch_size_per_worker", 0)
+    if not epochs or not batch:
+        return 0
+    return max(1, round(samples_per_second * training_seconds / epochs / workers / batch))
 
 
 def _median_of(metrics: Sequence[dict[str, float]], name: str) -> float | None:
