@@ -5,6 +5,7 @@
 # corpus; `make demo-sv` (infra/demo.sh speaker_verification): the speaker-verification DAG on one of 300 voices. Settings are the workload's defaults (training/workloads/<name>/, `cloudburst settings --workload …`);
 # override them with DEMO_CONF='{"epochs": 3, "strategy": "downpour", ...}' and the configurations with
 # DEMO_CONFIGS='1x2' (nodes x workers_per_node, space-separated; default: 1x1, the speedup baseline, then 1x2).
+# DEMO_PRESET=full fills the settings of the workload's named preset first (`make demo-full`: MNIST for accuracy).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
@@ -28,11 +29,11 @@ fi
 # The run specification of one configuration as DAG conf (JSON) and as job flags; checked before anything runs,
 # so a bad DEMO_CONF or DEMO_CONFIGS fails here in one line. Run names carry strategy and shape (demo-horovod-1x2).
 spec_of() {  # $1 = config, $2 = json | args
-    .venv/airflow/bin/python - "$dag_id" "$1" "${DEMO_CONF:-}" "$2" <<'PY'
+    .venv/airflow/bin/python - "$dag_id" "$1" "${DEMO_CONF:-}" "$2" "${DEMO_PRESET:-}" <<'PY'
 import json, re, sys
-from training.config import RunSpec, RunSpecError
+from training.config import RunSpec, RunSpecError, preset_values
 from training import workloads
-dag_id, config, user, form = sys.argv[1:]
+dag_id, config, user, form, preset = sys.argv[1:]
 try:
     workloads.definition(dag_id)
     if not re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*", config):
@@ -47,8 +48,10 @@ try:
     strategy = overrides.get("strategy") or RunSpec(workload=dag_id).strategy
     import os
     cluster = json.loads(os.environ.get("DEMO_CLUSTER_CONF") or "{}")
-    values = {"nodes": nodes, "workers_per_node": workers_per_node, "run_name": f"demo-{strategy}-{config}",
-              **cluster, **overrides, "workload": dag_id}
+    preset_settings = preset_values(dag_id, preset) if preset else {}
+    values = {"nodes": nodes, "workers_per_node": workers_per_node,
+              "run_name": f"demo-{preset + '-' if preset else ''}{strategy}-{config}",
+              **preset_settings, **cluster, **overrides, "workload": dag_id}
     spec = RunSpec.from_mapping(values).validate()
 except RunSpecError as error:
     sys.exit(f"[demo] {error}")

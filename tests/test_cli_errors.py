@@ -16,6 +16,7 @@ BAD_SETTINGS = [
     ["--learning-rate", "-1"],
     ["--run-name", "a/b"],
     ["--strategy", "magic"],
+    ["--preset", "fastest"],
 ]
 STEPS = ["ingest", "augment", "features", "shard", "train", "evaluate"]
 

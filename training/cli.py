@@ -77,6 +77,8 @@ def _settings(args: argparse.Namespace) -> None:
         print(f"{entry.flag:28} {entry.type.__name__:5} default {entry.format(default) or '(automatic)'}"
               + (f"; {', '.join(bounds)}" if bounds else "") + f"  [{entry.section}]")
         print(f"{'':28} {entry.title}: {entry.description}")
+    for name, values in (workloads.definition(args.workload).presets.items() if args.workload else ()):
+        print(f"--preset {name:19} " + ", ".join(f"{key}={value}" for key, value in values.items()))
 
 
 def _synth_speech(args: argparse.Namespace) -> None:

@@ -22,7 +22,7 @@ from training.contract import REPO_ROOT
 from training.settings import SERVER_OPTIMIZERS, SHARED_SETTINGS, STRATEGIES, RunSpecError, Setting
 
 __all__ = ["REPO_ROOT", "SERVER_OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings",
-           "run_name_from", "setting", "shard_rows", "workload_defaults", "workload_settings"]
+           "preset_values", "run_name_from", "setting", "shard_rows", "workload_defaults", "workload_settings"]
 
 
 def _collect_settings() -> dict[str, Setting]:
@@ -249,6 +249,12 @@ class _RunSpecMethods:
         """One flag per setting, with its help, bounds and default (the given workload's, else every workload's
         that differs)."""
         group = parser.add_argument_group("run settings (the same flags for every step; DAG Params of the same name)")
+        presets = sorted({f"{name} ({definition.name})" for definition in workloads.registry().values()
+                          for name in definition.presets})
+        group.add_argument("--preset", default=None, metavar="NAME",
+                           help="fill the settings a workload's named preset sets; flags given still win "
+                                f"(presets: {', '.join(presets) or 'none'}; `cloudburst settings --workload W` "
+                                "lists them)")
         for name, entry in SETTINGS.items():
             group.add_argument(entry.flag, dest=name, default=None, metavar=_metavar(entry),
                                help=_flag_help(entry, workload).replace("%", "%%"))
@@ -256,6 +262,9 @@ class _RunSpecMethods:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunSpec:
         given = {name: getattr(args, name) for name in SETTINGS if getattr(args, name, None) is not None}
+        if getattr(args, "preset", None):
+            workload = SETTINGS["workload"].convert(given.get("workload", SETTINGS["workload"].default))
+            given = {**preset_values(workload, args.preset), **given}
         return cls.from_mapping(given)
 
     def mlflow_params(self) -> dict[str, str]:
@@ -303,6 +312,15 @@ RunSpec = dataclasses.make_dataclass(
 RunSpec.__module__ = __name__  # pickling (Spark, Horovod) finds it as training.config.RunSpec
 RunSpec.__doc__ = ("Everything that defines a training run. Every field is a setting (training.settings): a DAG "
                    "Param, a flag of every job and an MLflow param.")
+
+
+def preset_values(workload: str, preset: str) -> dict[str, Any]:
+    """The settings a workload's preset sets (checked like any setting); an unknown preset is a RunSpecError."""
+    presets = workloads.definition(workload).presets
+    if preset not in presets:
+        raise RunSpecError(f"preset={preset!r}: {workload} has " + (
+            f"the presets {', '.join(sorted(presets))}" if presets else "no presets"))
+    return {name: SETTINGS[name].convert(value) for name, value in presets[preset].items()}
 
 
 def shard_rows(manifest: dict[str, Any]) -> list[int] | None:

@@ -60,6 +60,9 @@ class WorkloadDefinition:
     # run's Params set that (speaker verification: a finished keyword spotter → transfer_from). None: manual only.
     scheduled_on: tuple[str, str] | None = None
     scheduled_on_setting: str = ""
+    # Named bundles of settings (``--preset NAME`` on the command line, DEMO_PRESET for the demo): a preset fills
+    # the settings it names, and a value given explicitly still wins (MNIST's "full": the long run for accuracy).
+    presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def job_module(self, step: str) -> str:
         """The module that runs ``step`` for this workload (``python -m`` or spark-submit's file)."""

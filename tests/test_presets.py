@@ -1,0 +1,37 @@
+"""A workload's named presets: they fill the settings they name, explicit values win, an unknown one is refused."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from training.config import RunSpec, RunSpecError, preset_values
+
+
+def parsed(*flags: str) -> RunSpec:
+    parser = argparse.ArgumentParser()
+    RunSpec.add_arguments(parser)
+    return RunSpec.from_args(parser.parse_args(list(flags)))
+
+
+def test_the_full_mnist_preset_fills_its_settings_and_a_flag_given_wins():
+    full = parsed("--preset", "full")
+    assert (full.augment_copies, full.epochs, full.learning_rate_decay) == (6, 16, "cosine")
+    assert full.batch_size_per_worker == RunSpec().batch_size_per_worker  # what it does not name is the default
+    assert parsed("--preset", "full", "--epochs", "3").epochs == 3
+    assert parsed("--epochs", "3").augment_copies == RunSpec().augment_copies  # no preset, no change
+
+
+def test_a_preset_names_real_settings_with_valid_values():
+    values = preset_values("mnist_elastic_cnn", "full")
+    RunSpec.from_mapping({"workload": "mnist_elastic_cnn", **values}).validate()
+
+
+@pytest.mark.parametrize(("workload", "preset", "message"), [
+    ("mnist_elastic_cnn", "fastest", "has the presets full"),
+    ("kws_densenet_bilstm", "full", "has no presets"),
+])
+def test_an_unknown_preset_is_refused_in_one_line(workload, preset, message):
+    with pytest.raises(RunSpecError, match=message):
+        parsed("--workload", workload, "--preset", preset)
