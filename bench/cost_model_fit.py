@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 from pathlib import Path
 
 from training import REPO_ROOT
 from training.evaluation.figures import close
-from training.study.cost_model import Configuration, Constants, extrapolate, fit, leave_one_out, median
-from training.study.study_model import EXTRAPOLATED_LINKS, EXTRAPOLATED_NODES, extrapolation_figure
+from training.study.cost_model import Configuration, fit, leave_one_out, median
+from training.study.study_model import EXTRAPOLATED_LINKS, EXTRAPOLATED_NODES, extrapolate, extrapolation_figure
 
 LINK_BYTES_PER_SECOND = {"10gbit": 1.25e9, "1gbit": 1.25e8, "100mbit": 1.25e7}
 
@@ -71,7 +70,7 @@ def main() -> None:
              "downpour n_push=16": Configuration("downpour", n_push=16, n_fetch=16,
                                                  **_shape(settings, args.parameters, steps_per_epoch)),
              "averaging": Configuration("averaging", **_shape(settings, args.parameters, steps_per_epoch))}
-    table = extrapolation(kinds, fitted, examples, settings["batch"])
+    table = {name: extrapolate(kind, fitted, examples // settings["batch"]) for name, kind in kinds.items()}
     print("\n**Model output, not measured**: speedup over one worker that does not communicate (samples/s)\n")
     print("| strategy | " + " | ".join(f"{n} nodes, {link}" for n in EXTRAPOLATED_NODES
                                        for link in EXTRAPOLATED_LINKS) + " |")
@@ -79,10 +78,9 @@ def main() -> None:
     for name, rows in table.items():
         print(f"| {name} | " + " | ".join(f"{speed:.1f}× ({rate:,.0f})" for _, _, rate, speed in rows) + " |")
     figure_path = args.results.parent / "extrapolation.png"
-    names = {rate: link for link, rate in EXTRAPOLATED_LINKS.items()}
-    figure = extrapolation_figure({name: [(nodes, names[rate], speed) for nodes, rate, _, speed in rows]
-                                   for name, rows in table.items()}, "Cost model fitted to the cluster bench, "
-                                  "extrapolated")
+    figure = extrapolation_figure({name: [(nodes, link, speed) for nodes, link, _, speed in rows]
+                                   for name, rows in table.items()},
+                                  "Cost model fitted to the cluster bench, extrapolated")
     figure.savefig(figure_path, dpi=100)
     close(figure)
     print(f"\nfigure: {figure_path}")
@@ -91,22 +89,6 @@ def main() -> None:
 def _shape(settings: dict, parameters: int, steps_per_epoch: int) -> dict:
     return {"workers": settings["nodes"], "parameters": parameters, "batch_per_worker": settings["batch"],
             "link_bytes_per_second": 1.25e9, "steps_per_epoch": steps_per_epoch, "latency_seconds": 5e-5}
-
-
-def extrapolation(kinds: dict[str, Configuration], constants: Constants, examples: int, batch: int
-                  ) -> dict[str, list[tuple[int, float, float, float]]]:
-    """(nodes, link rate, samples/s, speedup) per strategy; a node is one worker; Downpour's server's link is a
-    node's link; averaging's rounds spread over the steps an epoch has at that size."""
-    table = {}
-    for name, kind in kinds.items():
-        rows = []
-        for nodes in EXTRAPOLATED_NODES:
-            for rate in EXTRAPOLATED_LINKS.values():
-                shaped = replace(kind, steps_per_epoch=max(1, examples // nodes // batch),
-                                 server_link_bytes_per_second=rate)
-                rows += extrapolate(shaped, constants, [nodes], [rate])
-        table[name] = rows
-    return table
 
 
 if __name__ == "__main__":

@@ -23,9 +23,15 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from training.study import cost_model
 from training.study.plan import BASELINE, CEILING, RUN
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from training.study.report import Row
 
 EXTRAPOLATED_NODES = (8, 16, 64)
 EXTRAPOLATED_LINKS = {"1 Gbit/s": 1.25e8, "10 Gbit/s": 1.25e9, "25 Gbit/s": 3.125e9}
@@ -46,7 +52,7 @@ class StudyModel:
         return statistics.median(errors) if errors else None
 
 
-def compute_seconds_per_example(rows: Sequence) -> dict[int, float]:
+def compute_seconds_per_example(rows: Sequence[Row]) -> dict[int, float]:
     """Seconds one worker computes per example, by threads per worker: from the ceilings (every worker busy at
     once), else from the baseline for its thread count."""
     by_threads: dict[int, list[float]] = {}
@@ -59,7 +65,7 @@ def compute_seconds_per_example(rows: Sequence) -> dict[int, float]:
     return {threads: statistics.mean(values) for threads, values in by_threads.items()}
 
 
-def configuration_of(row, link_bytes_per_second: float = math.inf) -> cost_model.Configuration:
+def configuration_of(row: Row, link_bytes_per_second: float = math.inf) -> cost_model.Configuration:
     return cost_model.Configuration(
         row.strategy, workers=row.total_workers, parameters=max(1, row.parameters),
         batch_per_worker=row.batch_size_per_worker, link_bytes_per_second=link_bytes_per_second,
@@ -67,7 +73,7 @@ def configuration_of(row, link_bytes_per_second: float = math.inf) -> cost_model
         steps_per_epoch=max(1, row.steps_per_epoch))
 
 
-def fit_study(rows: Sequence) -> StudyModel:
+def fit_study(rows: Sequence[Row]) -> StudyModel:
     """Fit the model to the study's communicating configurations and predict each one with it left out."""
     seconds_per_example = compute_seconds_per_example(rows)
     measured = [row for row in rows if row.role == RUN and _threads(row) in seconds_per_example
@@ -96,16 +102,27 @@ def fit_study(rows: Sequence) -> StudyModel:
         if key not in shapes or row.total_workers > shapes[key].total_workers:
             shapes[key] = row
     for row in shapes.values():
-        for nodes in EXTRAPOLATED_NODES:
-            for link, rate in EXTRAPOLATED_LINKS.items():
-                scaled = replace(configuration_of(row, rate), workers=nodes, server_link_bytes_per_second=rate,
-                                 steps_per_epoch=max(1, row.steps_per_epoch * row.total_workers // nodes))
-                extrapolated.append((row.label, nodes, link, cost_model.samples_per_second(scaled, constants),
-                                     cost_model.speedup(scaled, constants)))
+        extrapolated += [(row.label, *entry) for entry in extrapolate(
+            configuration_of(row), constants, row.steps_per_epoch * row.total_workers)]
     errors = [prediction.relative_error for _, prediction in predictions]
     note = (f"fitted to {len(measured)} configurations of this study (links unlimited, one network); "
             f"leave-one-out median error {statistics.median(errors):.1%}, largest {max(errors):.1%}")
     return StudyModel(constants, tuple(predictions), tuple(extrapolated), note)
+
+
+def extrapolate(configuration: cost_model.Configuration, constants: cost_model.Constants, steps_per_epoch: int
+                ) -> list[tuple[int, str, float, float]]:
+    """(nodes, link, samples/s, speedup) at EXTRAPOLATED_NODES × EXTRAPOLATED_LINKS: model output. A node is one
+    worker; Downpour's server sits on a node with the same link; an epoch's ``steps_per_epoch`` (all workers'
+    together) are shared among the nodes (averaging's rounds spread over them)."""
+    rows = []
+    for nodes in EXTRAPOLATED_NODES:
+        for link, rate in EXTRAPOLATED_LINKS.items():
+            shaped = replace(configuration, server_link_bytes_per_second=rate,
+                             steps_per_epoch=max(1, steps_per_epoch // nodes))
+            [(_, _, samples, speedup)] = cost_model.extrapolate(shaped, constants, [nodes], [rate])
+            rows.append((nodes, link, samples, speedup))
+    return rows
 
 
 def predictions_csv(model: StudyModel) -> str:
@@ -151,7 +168,7 @@ def markdown(model: StudyModel) -> str:
     return "\n".join(lines) + "\n"
 
 
-def extrapolation_figure(speedups: dict[str, list[tuple[int, str, float]]], title: str):  # noqa: ANN201 (Figure)
+def extrapolation_figure(speedups: dict[str, list[tuple[int, str, float]]], title: str) -> Figure:
     """Speedup against nodes, one panel per link rate, a line per configuration: ``speedups[name]`` holds
     (nodes, link, speedup) with the links of EXTRAPOLATED_LINKS. Titled as model output."""
     import matplotlib.ticker
@@ -179,12 +196,12 @@ def extrapolation_figure(speedups: dict[str, list[tuple[int, str, float]]], titl
     return figure
 
 
-def study_extrapolation_figure(model: StudyModel, title: str):  # noqa: ANN201 (Figure)
+def study_extrapolation_figure(model: StudyModel, title: str) -> Figure:
     speedups: dict[str, list[tuple[int, str, float]]] = {}
     for label, nodes, link, _, speed in model.extrapolation:
         speedups.setdefault(label, []).append((nodes, link, speed))
     return extrapolation_figure(speedups, f"Cost model fitted to {title}, extrapolated")
 
 
-def _threads(row) -> int:
+def _threads(row: Row) -> int:
     return max(1, row.cores // row.total_workers)
