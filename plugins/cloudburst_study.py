@@ -76,6 +76,10 @@ def scaling_study_dag(doc_md: str | None = None) -> DAG:
             study = plan_study(values, study_name=default_study_name(context["run_id"]))
             base = RunSpec.from_mapping(study.base)
             check_cluster_configuration(base.spark_master)
+            if study.grid["link_rates"]:
+                from training.jobs.cluster_links import require_cluster
+
+                require_cluster()
             from training.study import record
 
             parent_run_id = record.open_study(study, base.resolved_tracking_uri())

@@ -17,6 +17,7 @@ BAD_SETTINGS = [
     ["--run-name", "a/b"],
     ["--strategy", "magic"],
     ["--preset", "fastest"],
+    ["--link-rate", "10 gbit"],
 ]
 STEPS = ["ingest", "augment", "features", "shard", "train", "evaluate"]
 

@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from namespace_cluster import MASTER, REPO_ROOT, WORKERS, client_environment, cluster, link_bytes, needs_root
 
+from training.settings import RunSpecError
+
 pytestmark = needs_root
 
 
@@ -110,8 +112,8 @@ def test_each_host_has_its_own_name_and_cpu_share_and_the_daemons_run_inside_it(
                 assert share == pytest.approx(os.cpu_count() / len(WORKERS))
 
 
-def test_a_link_carries_about_its_shaped_rate(two_hosts):
-    """25 MB from one worker host to the other over TCP: both ends shaped to 100 Mbit/s."""
+def measured_megabits_per_second(size: int) -> float:
+    """``size`` bytes from one worker host to the other over TCP, timed on the receiving side's clock."""
     receiver = subprocess.Popen(
         ["ip", "netns", "exec", "cb-node1", "python3", "-c",
          "import socket; s = socket.create_server(('10.77.0.11', 5999)); s.settimeout(60); c, _ = s.accept(); "
@@ -121,12 +123,30 @@ def test_a_link_carries_about_its_shaped_rate(two_hosts):
     started = time.perf_counter()
     subprocess.run(["ip", "netns", "exec", "cb-node2", "python3", "-c",
                     "import socket; c = socket.create_connection(('10.77.0.11', 5999), timeout=30); "
-                    "c.sendall(bytes(25_000_000)); c.close()"], check=True, timeout=60)
+                    f"c.sendall(bytes({size})); c.close()"], check=True, timeout=60)
     received = int(receiver.communicate(timeout=60)[0])
     seconds = time.perf_counter() - started
-    megabits_per_second = received * 8 / seconds / 1e6
-    assert received == 25_000_000
-    assert 60 < megabits_per_second < 105, megabits_per_second
+    assert received == size
+    return received * 8 / seconds / 1e6
+
+
+def test_a_link_carries_about_its_shaped_rate_and_a_reshape_takes_effect_in_place(two_hosts):
+    """25 MB from one worker host to the other: both ends shaped to 100 Mbit/s. Then the running cluster's links
+    re-shaped to 40 Mbit/s (a study's link profile, training.jobs.cluster_links) and back: the daemons stay."""
+    from training.jobs.cluster_links import require_cluster, shape_links
+
+    assert 60 < measured_megabits_per_second(25_000_000) < 105
+    daemons = our_daemons()
+    shape_links("40mbit")
+    try:
+        assert 24 < measured_megabits_per_second(10_000_000) < 42
+        assert "links 40mbit" in cluster("status", timeout=60).stdout
+    finally:
+        shape_links("100mbit")
+    assert our_daemons() == daemons
+    require_cluster()  # every daemon still runs
+    with pytest.raises(RunSpecError, match="link_rate='fast' needs the namespace cluster: LINK=fast"):
+        shape_links("fast")
 
 
 @pytest.fixture(scope="module")
@@ -162,12 +182,15 @@ def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_
     Downpour (its parameter server on this side): the links carry at least the bytes_moved it counts. Horovod: the
     Gloo ring between the two hosts carries at least each step's gradients both ways."""
     environment, data = mnist_on_cluster
-    spec = data.with_changes(strategy=strategy, run_name=f"netns-{strategy}")
+    # Downpour also names the link rate the cluster already has: the train step re-shapes before it trains.
+    spec = data.with_changes(strategy=strategy, run_name=f"netns-{strategy}",
+                             link_rate="100mbit" if strategy == "downpour" else "")
     before = {host: link_bytes(host) for host in WORKERS}
     step_on_cluster("train", spec, environment)
     carried = {host: link_bytes(host) - before[host] for host in WORKERS}
     run = tracked_run(spec)
     assert run.data.tags["spark_master"] == "yarn"
+    assert run.data.params["link_rate"] == spec.link_rate
     moved = run.data.metrics["bytes_moved"]
     if strategy == "downpour":
         assert moved > 0 and sum(carried.values()) >= 0.9 * moved

@@ -73,3 +73,38 @@ def test_a_study_too_small_or_without_model_sizes_is_not_fitted_and_says_why():
     unsized = study_model.fit_study(study_rows(parameters=0))
     assert unsized.constants is None and "model_parameters" in unsized.note
     assert "not fitted" in study_model.markdown(unsized)
+
+
+# A study with link profiles: the same 2 workers, n_push 4, a model of 1,000,000 parameters (4 MB), at three
+# shaped rates. Truth: the link delivers half its nominal rate (efficiency 0.5), no cost per message, no overlap.
+# A step sends 4e6 B / 4 + 4e6 B / 4 = 2e6 B (push + fetch), computes 10 ms:
+#   100mbit: 1.25e7 B/s × 0.5 → 2e6 / 6.25e6 = 320 ms → step 330 ms  → 2 × 100 / 0.330 =    606.06 samples/s
+#   1gbit:   1.25e8 B/s × 0.5 →                 32 ms → step  42 ms  → 2 × 100 / 0.042 =  4,761.90
+#   10gbit:  1.25e9 B/s × 0.5 →                3.2 ms → step 13.2 ms → 2 × 100 / 0.0132 = 15,151.52
+SHAPED = {"100mbit": 606.0606, "1gbit": 4_761.905, "10gbit": 15_151.52}
+
+
+def shaped_rows(link_rates=tuple(SHAPED)):
+    rows = [row("baseline-1x1", report.BASELINE, 11_000, workers=1, threads=2),
+            row("ceiling-downpour-1x2-t1", report.CEILING, 20_000)]
+    for link in link_rates:
+        rows.append(row(f"downpour-1x2-t1-p4-{link}", samples=SHAPED[link], parameters=1_000_000))
+        rows[-1].link_rate = link
+    return rows
+
+
+def test_with_link_profiles_the_fit_finds_the_links_efficiency_from_the_shaped_rates():
+    model = study_model.fit_study(shaped_rows())
+    assert model.constants.efficiency == pytest.approx(0.5)
+    assert model.constants.message_seconds["downpour"] == 0 and model.constants.overlap["downpour"] == 0
+    for (label, prediction), measured in zip(model.predictions, SHAPED.values(), strict=True):
+        assert prediction.predicted == pytest.approx(measured, rel=1e-3), label  # the other two rates fix it
+    assert "links at their 3 shaped rates, efficiency 0.50" in model.note
+
+
+def test_without_link_profiles_the_link_is_not_fitted():
+    rows = shaped_rows()
+    for entry in rows:
+        entry.link_rate = ""
+    model = study_model.fit_study(rows)
+    assert model.constants.efficiency == 1.0 and "links unlimited, one network" in model.note

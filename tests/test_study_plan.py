@@ -68,6 +68,11 @@ def test_a_grid_over_budget_is_refused_with_its_estimate():
     ({"run_settings": {"epochs": 0}}, r"epochs=0: must be ≥ 1"),
     ({"run_settings": {"epochz": 3}}, r"epochz"),
     ({"workers_per_node": "65"}, r"workers_per_node=65: must be ≤ 64"),
+    *[({"link_rates": bad, "run_settings": {"spark_master": "yarn"}}, rf"link_rates='{bad}': must be comma-separated")
+      for bad in ("fast", "0mbit", "100mbit,", "1000gbit", "10 gbit", "100Mbit", "1e9", "10gbit;reboot", "-1gbit")],
+    ({"link_rates": "1gbit"}, r"link_rates='1gbit' shape the namespace cluster's links: set \"spark_master\": "
+                              r"\"yarn\""),
+    ({"run_settings": {"link_rate": "1gbit"}}, r"run_settings sets link_rate: the grid decides these"),
 ])
 def test_bad_study_settings_are_refused_in_one_line(values, message):
     with pytest.raises(RunSpecError, match=message) as caught:
@@ -110,3 +115,19 @@ def test_bad_variants_are_refused_in_one_line(variants, message):
 def test_a_workload_with_branches_is_refused():
     with pytest.raises(RunSpecError, match="speaker_verification"):
         plan_study({"workload": "speaker_verification"})
+
+
+def test_link_profiles_run_every_communicating_configuration_at_each_rate_and_the_yardsticks_once():
+    plan = plan_study({"strategies": "horovod,downpour", "nodes": "2", "workers_per_node": "1", "n_push": "4",
+                       "repetitions": 1, "link_rates": "10gbit,100mbit",
+                       "run_settings": {"spark_master": "yarn", "epochs": 2}}, "links")
+    assert [(c.role, c.label, c.settings["link_rate"]) for c in plan.configurations] == [
+        (BASELINE, "baseline-1x1", "10gbit"), (CEILING, "ceiling-horovod-2x1-t0", "10gbit"),
+        (CEILING, "ceiling-downpour-2x1-t0", "10gbit"),
+        (RUN, "horovod-2x1-t0-10gbit", "10gbit"), (RUN, "horovod-2x1-t0-100mbit", "100mbit"),
+        (RUN, "downpour-2x1-t0-p4-10gbit", "10gbit"), (RUN, "downpour-2x1-t0-p4-100mbit", "100mbit")]
+    for configuration in plan.configurations:
+        RunSpec.from_mapping(configuration.settings).validate()
+    # without link profiles every run leaves the links as they are
+    plain = plan_study({"strategies": "downpour", "run_settings": {"epochs": 1}}, "plain")
+    assert {c.settings["link_rate"] for c in plain.configurations} == {""}

@@ -196,3 +196,18 @@ def test_cloudburst_advise_prints_the_table_and_the_choice_and_refuses_an_unknow
     assert main(["advise", "--study", "nope", "--tracking-uri", uri]) == 2
     assert [entry.getMessage() for entry in caplog.records if entry.levelname == "ERROR"] == [
         f"--study 'nope': no such run in {uri}"]
+
+
+def test_throughput_by_link_rate_is_drawn_only_for_a_study_with_link_profiles():
+    assert report.link_rate_bits("100mbit") == 1e8 and report.link_rate_bits("10gbit") == 1e10
+    with pytest.raises(report.StudyError, match="link rate 'fast'"):
+        report.link_rate_bits("fast")
+    rows = [row("baseline-1x1", "baseline", 1000), row("ceiling-horovod-2x1-t0", "ceiling", 1900, nodes=2)]
+    for link, samples in (("10gbit", 1800), ("100mbit", 900)):
+        rows.append(row(f"horovod-2x1-t0-{link}", samples=samples, nodes=2))
+        rows[-1].link_rate = link
+    figure = report.throughput_by_link_figure(rows, "t")
+    [axis] = figure.axes
+    [line] = [line for line in axis.get_lines() if line.get_label() == "horovod-2x1-t0"]
+    assert list(line.get_xdata()) == [1e8, 1e10] and list(line.get_ydata()) == [900, 1800]
+    assert report.throughput_by_link_figure(rows[:3], "t") is None  # one link rate: nothing to draw

@@ -28,6 +28,8 @@ STRATEGIES = ("horovod", "downpour", "averaging")
 SERVER_OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
 RUN_NAME_PATTERN = r"[A-Za-z0-9_.-]+"
+# A link rate the namespace cluster's tc can shape to, 1mbit to 100gbit (infra/cluster/netns.sh check_link).
+LINK_RATE_PATTERN = r"[1-9][0-9]{0,4}mbit|([1-9][0-9]?|100)gbit"
 _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
 
 
@@ -236,6 +238,12 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "$CLOUDBURST_SPARK_MASTER, else local[*].", CLUSTER, optional=True,
             pattern=r"local(\[(\*|[1-9][0-9]*)\])?|yarn|spark://[A-Za-z0-9.-]+:[0-9]+(,[A-Za-z0-9.-]+:[0-9]+)*",
             pattern_help="must be local, local[*], local[N], yarn or spark://host:port"),
+    Setting("link_rate", str, "", "Link rate (namespace cluster only, optional)",
+            "Before training, re-shape every host link of the namespace cluster (make cluster-up) to this rate, "
+            "e.g. 100mbit or 10gbit: tc tbf, bandwidth only. Empty: the links stay as they are. A scaling study's "
+            "link profiles set it; the cluster must be up and spark_master yarn.", CLUSTER, optional=True,
+            pattern=LINK_RATE_PATTERN, pattern_help="must be a rate from 1mbit to 100gbit such as 100mbit, 1gbit "
+            "or 10gbit (a whole number, then mbit or gbit)"),
     Setting("data_root", str, "", "Data root (optional)",
             "Where datasets and runs live: a path, file:// or hdfs:// URI. Empty: $CLOUDBURST_DATA_ROOT or "
             "./var/datasets.", ADVANCED, optional=True),

@@ -8,7 +8,10 @@
 #                                              worker), links shaped to LINK (e.g. 100mbit, 1gbit, 10gbit);
 #                                              waits until HDFS has NODES live DataNodes and YARN NODES RUNNING
 #                                              NodeManagers. Defaults: NODES=3, LINK=1gbit. "already up" when
-#                                              the same cluster runs; another shape is refused (down first).
+#                                              the same cluster runs; another NODES is refused (down first),
+#                                              another LINK re-shapes the links.
+#   infra/cluster/netns.sh shape LINK          re-shape a running cluster's links to LINK in place (daemons, data
+#                                              and running jobs stay); a scaling study's link profiles use it
 #   infra/cluster/netns.sh down                stops every daemon it started (SIGTERM, then SIGKILL), removes
 #                                              every namespace, link, bridge, cgroup and /etc/netns entry it made;
 #                                              idempotent, and finds them by name after a crash too
@@ -93,6 +96,12 @@ require_tools() {
 
 # ------------------------------------------------------------------------------------------------ network
 
+# Both ends of a host's veth pair at LINK (check_link sets LINK_BURST first); tc replaces a running qdisc in place.
+shape_host_link() {
+    tc qdisc replace dev "v-$1" root tbf rate "$2" burst "$LINK_BURST" latency 50ms
+    ip netns exec "$1" tc qdisc replace dev "$BRIDGE" root tbf rate "$2" burst "$LINK_BURST" latency 50ms
+}
+
 # One namespace per host, a veth pair from it to the bridge, both ends shaped (tbf shapes egress: the bridge
 # end shapes traffic into the host, the host end traffic out of it).
 make_network() {
@@ -113,8 +122,7 @@ make_network() {
         fi
         ip -n "$host" link set lo up
         ip -n "$host" link set "$BRIDGE" up
-        tc qdisc replace dev "$outside" root tbf rate "$link" burst "$LINK_BURST" latency 50ms
-        ip netns exec "$host" tc qdisc replace dev "$BRIDGE" root tbf rate "$link" burst "$LINK_BURST" latency 50ms
+        shape_host_link "$host" "$link"
         mkdir -p "/etc/netns/$host"
         write_hosts_file "$nodes" >"/etc/netns/$host/hosts"
     done
@@ -355,6 +363,18 @@ cmd_up() {
     echo "  clients on this side: eval \"\$(infra/cluster/netns.sh env)\""
 }
 
+# Re-shape a running cluster's links (a scaling study's link profiles): daemons, data and running jobs stay.
+cmd_shape() {
+    local link="${1:?LINK, e.g. 100mbit}" nodes running host started=$SECONDS
+    check_link "$link"
+    require_tools
+    [[ -f "$STATE" ]] && ip netns list | grep -q "^$PREFIX-master" || die "no cluster is up (make cluster-up)"
+    nodes="$(sed -n 's/^NODES=//p' "$STATE")" running="$(sed -n 's/^LINK=//p' "$STATE")"
+    for host in "$PREFIX-master" $(worker_hosts "$nodes"); do shape_host_link "$host" "$link"; done
+    sed -i "s/^LINK=.*/LINK=$link/" "$STATE"
+    echo "links shaped to $link (were $running) on the master and $nodes worker hosts in $((SECONDS - started)) s"
+}
+
 cmd_down() {
     local host started=$SECONDS
     # Worker hosts first and side by side (a NodeManager may take ~17 s to stop), then the master.
@@ -459,6 +479,7 @@ PY
 
 case "${1:-}" in
     up) shift; cmd_up "$@" ;;
+    shape) shift; cmd_shape "$@" ;;
     down) cmd_down ;;
     status) cmd_status ;;
     env) cmd_env ;;

@@ -49,7 +49,9 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    # budget_minutes given: dag.test() in one process keeps the previous test's budget of 5 min in the DAG's params
     conf = {"strategies": "downpour", "workers_per_node": "2", "n_push": "4,16", "study_name": "tiny", "repetitions": 1,
+            "budget_minutes": 60,
             "run_settings": {"train_limit": 1000, "test_limit": 300, "epochs": 2, "batch_size_per_worker": 32,
                              "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}}
     dag_run = dag.test(run_conf=conf)

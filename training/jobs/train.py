@@ -125,6 +125,13 @@ def train_and_stop(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
     thread in the JVM that keeps spark-submit alive after the Python driver ends, unless the context is stopped."""
     spark = training_session(spec, master)
     try:
+        if spec.link_rate:
+            from training.jobs.cluster_links import shape_links
+
+            if not spark.sparkContext.master.startswith("yarn"):
+                raise RunSpecError(f"link_rate={spec.link_rate!r} shapes the namespace cluster's links, but this run's "
+                                   f"Spark master is {spark.sparkContext.master}: run it on the cluster (yarn)")
+            shape_links(spec.link_rate)
         return train_run(spark, spec)
     finally:
         spark.stop()

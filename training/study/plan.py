@@ -4,6 +4,7 @@ budget is checked against before anything runs. Standard library only: the Airfl
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -11,14 +12,14 @@ from typing import Any
 
 from training import workloads
 from training.config import RunSpec, workload_defaults
-from training.settings import RUN_NAME_PATTERN, STRATEGIES, RunSpecError, Setting
+from training.settings import LINK_RATE_PATTERN, RUN_NAME_PATTERN, STRATEGIES, RunSpecError, Setting
 
 GRID = "Grid"
 STUDY = "Study"
 
 # The settings the grid owns: a run's value comes from its configuration, never from run_settings.
 GRID_OWNED = ("strategy", "nodes", "workers_per_node", "n_push", "threads_per_worker", "communication",
-              "run_name", "existing_shards")
+              "link_rate", "run_name", "existing_shards")
 
 BASELINE, CEILING, RUN = "baseline", "ceiling", "run"
 # The baseline's strategy in every study: a single Horovod rank is plain Keras on all the cores (a single Downpour
@@ -26,6 +27,7 @@ BASELINE, CEILING, RUN = "baseline", "ceiling", "run"
 BASELINE_STRATEGY = "horovod"
 
 _INTEGER_LIST = r"[0-9]+(,[0-9]+)*"
+_LINK_RATE_LIST = rf"({LINK_RATE_PATTERN})(,({LINK_RATE_PATTERN}))*"
 _STRATEGY_LIST = rf"({'|'.join(STRATEGIES)})(,({'|'.join(STRATEGIES)}))*"
 
 STUDY_SETTINGS: tuple[Setting, ...] = (
@@ -46,6 +48,12 @@ STUDY_SETTINGS: tuple[Setting, ...] = (
     Setting("n_push", str, "4,16", "Downpour n_push values",
             "Comma-separated n_push values, used by downpour only (every n_push steps a worker pushes).", GRID,
             pattern=_INTEGER_LIST, pattern_help="must be comma-separated whole numbers, e.g. 1,4,16"),
+    Setting("link_rates", str, "", "Link profiles (namespace cluster only)",
+            "Comma-separated link rates, e.g. 10gbit,1gbit,100mbit: every configuration that communicates runs at "
+            "each, the cluster's links re-shaped before it trains (the baseline and ceilings, which send nothing, "
+            "run once, at the first). Needs the namespace cluster (make cluster-up) and spark_master yarn in "
+            "run_settings. Empty: the links stay as they are.", GRID, optional=True, pattern=_LINK_RATE_LIST,
+            pattern_help="must be comma-separated rates from 1mbit to 100gbit, e.g. 10gbit,100mbit"),
     Setting("repetitions", int, 2, "Repetitions",
             "Runs per configuration; the study reports their median, and their spread is the noise a run may "
             "exceed its ceiling by (1 repetition: the ceiling check is not judged).", GRID,
@@ -119,7 +127,7 @@ def parse_list(name: str, text: str) -> tuple[Any, ...]:
     items = [item.strip() for item in text.split(",") if item.strip()]
     values: list[Any] = []
     for item in items:
-        value: Any = item if name == "strategies" else int(item)
+        value: Any = item if name in ("strategies", "link_rates") else int(item)
         if name in ("nodes", "workers_per_node", "n_push") and value < 1:
             raise RunSpecError(f"{name}={text!r}: every value must be ≥ 1")
         if value not in values:
@@ -159,7 +167,10 @@ def plan_study(values: dict[str, Any], study_name: str = "study") -> StudyPlan:
                            "settings (strategies, nodes, workers_per_node, threads_per_worker, n_push)")
     base = RunSpec.from_mapping({**run_settings, "workload": workload, "run_name": name}).validate().to_mapping()
     grid = {key: parse_list(key, checked[key])
-            for key in ("strategies", "nodes", "workers_per_node", "threads_per_worker", "n_push")}
+            for key in ("strategies", "nodes", "workers_per_node", "threads_per_worker", "n_push", "link_rates")}
+    if grid["link_rates"] and base["spark_master"] != "yarn":
+        raise RunSpecError(f"link_rates={checked['link_rates']!r} shape the namespace cluster's links: set "
+                           '"spark_master": "yarn" in run_settings and bring the cluster up (make cluster-up)')
     configurations = expand(name, base, grid, checked["repetitions"], parse_variants(values.get("variants")))
     for configuration in configurations:
         RunSpec.from_mapping(configuration.settings).validate()
@@ -198,10 +209,11 @@ def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], re
     """Every repetition: the baseline (1 node × 1 worker, all cores, Horovod — one rank with nobody to all-reduce
     with is plain Keras ``fit``, what a user would run instead — whatever strategies the study compares); a ceiling
     (communication off) per strategy and shape with more than one worker; every strategy × shape × n_push
-    (downpour only) × variant but the one the baseline already is. Baseline and ceilings take no variant: they are
-    the study's fixed yardsticks. The ceilings repeat too: a bound measured once on a noisy machine is too low as
-    often as not."""
+    (downpour only) × variant × link rate but the one the baseline already is. Baseline and ceilings take no
+    variant and run at the first link rate (they send nothing): they are the study's fixed yardsticks. The
+    ceilings repeat too: a bound measured once on a noisy machine is too low as often as not."""
     variants = variants or [{}]
+    links = grid.get("link_rates") or ("",)  # "": the links stay as they are
     shapes = [(nodes, per_node, threads) for nodes in grid["nodes"] for per_node in grid["workers_per_node"]
               for threads in grid["threads_per_worker"]]
     configurations: list[Configuration] = []
@@ -213,25 +225,25 @@ def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], re
 
     for repetition in range(1, repetitions + 1):
         add(BASELINE, "baseline-1x1", repetition, strategy=BASELINE_STRATEGY, nodes=1, workers_per_node=1,
-            threads_per_worker=0, communication=True)
+            threads_per_worker=0, communication=True, link_rate=links[0])
         for strategy in grid["strategies"]:
             for nodes, per_node, threads in shapes:
                 if nodes * per_node > 1:
                     add(CEILING, f"ceiling-{strategy}-{nodes}x{per_node}-t{threads}", repetition, strategy=strategy,
-                        nodes=nodes, workers_per_node=per_node, threads_per_worker=threads, communication=False)
+                        nodes=nodes, workers_per_node=per_node, threads_per_worker=threads, communication=False,
+                        link_rate=links[0])
         for strategy in grid["strategies"]:
             pushes = grid["n_push"] if strategy == "downpour" else (base["n_push"],)
             for nodes, per_node, threads in shapes:
-                for n_push in pushes:
-                    for index, variant in enumerate(variants):
-                        if (strategy, nodes * per_node, threads, n_push, variant) == (
-                                BASELINE_STRATEGY, 1, 0, base["n_push"], {}):
-                            continue  # the baseline is this run
-                        suffix = (f"-p{n_push}" if strategy == "downpour" else "") + (
-                            f"-v{index}" if len(variants) > 1 else "")
-                        add(RUN, f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}", repetition, variant,
-                            strategy=strategy, nodes=nodes, workers_per_node=per_node, threads_per_worker=threads,
-                            n_push=n_push, communication=True)
+                for n_push, (index, variant), link in itertools.product(pushes, enumerate(variants), links):
+                    if (strategy, nodes * per_node, threads, n_push, variant) == (
+                            BASELINE_STRATEGY, 1, 0, base["n_push"], {}):
+                        continue  # the baseline is this run (one rank sends nothing, whatever the link)
+                    suffix = (f"-p{n_push}" if strategy == "downpour" else "") + (
+                        f"-v{index}" if len(variants) > 1 else "") + (f"-{link}" if len(links) > 1 else "")
+                    add(RUN, f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}", repetition, variant,
+                        strategy=strategy, nodes=nodes, workers_per_node=per_node, threads_per_worker=threads,
+                        n_push=n_push, communication=True, link_rate=link)
     return configurations
 
 

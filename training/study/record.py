@@ -70,6 +70,9 @@ def close_study(parent_run_id: str, tracking_uri: str, started: float | None = N
     figures = {"speedup_and_efficiency.png": report.speedup_figure(rows, title),
                "time_to_target.png": report.time_to_target_figure(rows, title),
                "workers_per_node.png": report.workers_per_node_figure(rows, title)}
+    by_link = report.throughput_by_link_figure(rows, title)
+    if by_link is not None:  # a study with link profiles (namespace cluster)
+        figures["throughput_by_link_rate.png"] = by_link
     model = study_model.fit_study(rows)  # the cost model from this study's own runs, checked leaving one out
     if model.constants is not None:
         figures["cost_model_extrapolation.png"] = study_model.study_extrapolation_figure(model, f"study {plan['name']}")

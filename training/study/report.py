@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -71,6 +72,7 @@ class Row:
     n_fetch: int = 0
     parameters: int = 0  # the model's, as its evaluate step logged it (model_parameters)
     steps_per_epoch: int = 0  # one worker's: samples trained per epoch ÷ workers ÷ batch
+    link_rate: str = ""  # the namespace cluster's link rate it trained at ("" : links as they were)
 
 
 
@@ -134,7 +136,8 @@ def rows_from_runs(configurations: Sequence[dict[str, Any]], runs: dict[str, Any
             n_fetch=int(settings.get("n_fetch", 0)),
             parameters=int(_median_of(metrics, "model_parameters") or 0),
             steps_per_epoch=_steps_per_epoch(settings, middle,
-                                             statistics.median(m["training_seconds"] for m in metrics))))
+                                             statistics.median(m["training_seconds"] for m in metrics)),
+            link_rate=str(settings.get("link_rate", ""))))
     return rows
 
 
@@ -341,6 +344,46 @@ def workers_per_node_figure(rows: Sequence[Row], title: str) -> Figure:
     axis.set(xlabel="workers per node", ylabel="samples / s", title=title)
     axis.grid(alpha=0.3)
     axis.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def link_rate_bits(text: str) -> float:
+    """A link rate as netns.sh and tc take it (100mbit, 10gbit) in bits per second."""
+    found = re.fullmatch(r"([0-9]+)(kbit|mbit|gbit)", text)
+    if found is None:
+        raise StudyError(f"link rate {text!r}: expected e.g. 100mbit or 10gbit")
+    return int(found.group(1)) * {"kbit": 1e3, "mbit": 1e6, "gbit": 1e9}[found.group(2)]
+
+
+def throughput_by_link_figure(rows: Sequence[Row], title: str) -> Figure | None:
+    """Claim (b): samples/s against link rate, a line per configuration that communicates (its label without the
+    link), each strategy's ceiling (communication off) as a dotted level; None when the study ran at fewer than
+    two link rates."""
+    measured = [row for row in rows if row.role == RUN and row.link_rate]
+    if len({row.link_rate for row in measured}) < 2:
+        return None
+    from training.evaluation.figures import _pyplot
+
+    plt = _pyplot()
+    figure, axis = plt.subplots(figsize=(7, 4.2))
+    lines: dict[str, list[Row]] = {}
+    for row in measured:
+        lines.setdefault(row.label.removesuffix(f"-{row.link_rate}"), []).append(row)
+    for index, (name, members) in enumerate(sorted(lines.items())):
+        members.sort(key=lambda row: link_rate_bits(row.link_rate))
+        axis.plot([link_rate_bits(row.link_rate) for row in members], [row.samples_per_second for row in members],
+                  marker="o", color=f"C{index % 10}", label=name)
+    for index, row in enumerate(row for row in rows if row.role == CEILING):
+        axis.axhline(row.samples_per_second, color=f"C{(index + len(lines)) % 10}", linestyle=":",
+                     label=f"{row.label} (no communication)")
+    baseline = next((row for row in rows if row.role == BASELINE), None)
+    if baseline is not None:
+        axis.axhline(baseline.samples_per_second, color="grey", linestyle="--", label="baseline: 1 worker")
+    axis.set(xscale="log", xlabel="link rate (bit/s, each host's link shaped with tc)", ylabel="samples / s",
+             title=title)
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=7)
     figure.tight_layout()
     return figure
 

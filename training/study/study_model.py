@@ -8,11 +8,12 @@ What a study gives the model:
   once: N ÷ their samples/s), else from its baseline (one worker);
 - one observation per configuration that communicates (its median samples/s), the baseline and ceilings being the
   inputs above rather than observations;
-- no link rate: every run of a study shares one network (loopback on one host, whatever ``netns.sh`` set on the
-  namespace cluster), so a study cannot fit the link's efficiency. The link is taken as unlimited for the fit —
-  the cost per message then carries what communication costs here — and at its nominal rate (efficiency 1) for
-  the extrapolation, which says so. ``make bench-cluster`` and ``bench/cost_model_fit.py`` fit the link term from
-  runs at three link rates.
+- the link: a study with link profiles (two or more ``link_rates`` on the namespace cluster) gives each run its
+  shaped rate, and the fit finds the link's efficiency with the rest. Without them every run shares one network
+  (loopback on one host, whatever ``netns.sh`` set on the cluster), so the link's efficiency cannot be told from
+  the cost per message: the link is taken as unlimited for the fit — the cost per message then carries what
+  communication costs here — and at its nominal rate (efficiency 1) for the extrapolation, which says so.
+  ``make bench-cluster`` and ``bench/cost_model_fit.py`` fit the link term from runs at three link rates.
 """
 
 from __future__ import annotations
@@ -73,6 +74,13 @@ def configuration_of(row: Row, link_bytes_per_second: float = math.inf) -> cost_
         steps_per_epoch=max(1, row.steps_per_epoch))
 
 
+def link_bytes_per_second(row: Row) -> float:
+    """The row's shaped link rate (e.g. 100mbit) in bytes per second."""
+    from training.study.report import link_rate_bits
+
+    return link_rate_bits(row.link_rate) / 8
+
+
 def fit_study(rows: Sequence[Row]) -> StudyModel:
     """Fit the model to the study's communicating configurations and predict each one with it left out."""
     seconds_per_example = compute_seconds_per_example(rows)
@@ -84,14 +92,16 @@ def fit_study(rows: Sequence[Row]) -> StudyModel:
     if not all(row.parameters > 0 for row in measured):
         return StudyModel(None, (), (), "not fitted: a run logged no model_parameters (its evaluate step did not "
                                          "run?)")
-    observations = [(configuration_of(row), row.samples_per_second) for row in measured]
+    shaped = len({row.link_rate for row in measured}) >= 2 and all(row.link_rate for row in measured)
+    observations = [(configuration_of(row, link_bytes_per_second(row) if shaped else math.inf),
+                     row.samples_per_second) for row in measured]
     # One shared network: the link's efficiency cannot be told from the cost per message, so it is not fitted.
-    nominal = (1.0,)
-    constants = cost_model.fit(observations, seconds_per_example, efficiencies=nominal)
+    efficiencies = cost_model.EFFICIENCIES if shaped else (1.0,)
+    constants = cost_model.fit(observations, seconds_per_example, efficiencies=efficiencies)
     predictions = []
     for index, row in enumerate(measured):
         others = observations[:index] + observations[index + 1:]
-        left_out = cost_model.fit(others, seconds_per_example, efficiencies=nominal)
+        left_out = cost_model.fit(others, seconds_per_example, efficiencies=efficiencies)
         predictions.append((row.label, cost_model.Prediction(
             observations[index][0], row.samples_per_second,
             cost_model.samples_per_second(observations[index][0], left_out))))
@@ -105,7 +115,9 @@ def fit_study(rows: Sequence[Row]) -> StudyModel:
         extrapolated += [(row.label, *entry) for entry in extrapolate(
             configuration_of(row), constants, row.steps_per_epoch * row.total_workers)]
     errors = [prediction.relative_error for _, prediction in predictions]
-    note = (f"fitted to {len(measured)} configurations of this study (links unlimited, one network); "
+    links = (f"links at their {len({row.link_rate for row in measured})} shaped rates, efficiency "
+             f"{constants.efficiency:.2f}" if shaped else "links unlimited, one network")
+    note = (f"fitted to {len(measured)} configurations of this study ({links}); "
             f"leave-one-out median error {statistics.median(errors):.1%}, largest {max(errors):.1%}")
     return StudyModel(constants, tuple(predictions), tuple(extrapolated), note)
 
