@@ -43,6 +43,10 @@ demo-cluster: setup hadoop-up  ## the mnist_elastic_cnn DAG with its data on the
 study: setup  ## the scaling_study DAG's default grid (horovod + downpour, 1x1 vs 1x2, n_push 4/16, ≤45 min), then its table and advice
 	infra/study.sh
 
+STUDY_NODES ?= 2
+study-cluster: setup  ## the study on the namespace cluster (root; STUDY_NODES hosts of 1 core each, up if needed): Horovod vs Downpour at 10gbit, 1gbit, 100mbit; STUDY_CONF overrides
+	infra/study.sh --cluster $(STUDY_NODES)
+
 airflow-up: setup  ## Airflow UI + scheduler + dag-processor in the background (prints URL and login)
 	infra/airflow-services.sh up
 
@@ -67,7 +71,7 @@ hadoop-status:  ## one line per Hadoop daemon, HDFS safe mode, live NodeManagers
 	infra/hadoop/hadoop.sh status
 
 # Several hosts on this machine: Hadoop in network namespaces with shaped links (infra/cluster/netns.sh; root).
-.PHONY: cluster-up cluster-down cluster-status
+.PHONY: cluster-up cluster-down cluster-status study-cluster
 NODES ?= 3
 LINK ?= 1gbit
 cluster-up: setup-training  ## a master and NODES worker hosts (default 3) in network namespaces, links shaped to LINK (default 1gbit)

@@ -4,6 +4,7 @@
 # the study's table and recommendation (`cloudburst advise --study latest`). Override the grid with
 # STUDY_CONF='{"strategies": "horovod", "workers_per_node": "1,2", "run_settings": {"epochs": 2}}'; the plan task
 # refuses a grid whose estimate exceeds budget_minutes (default 45) before anything runs.
+# `infra/study.sh --cluster [NODES]` (make study-cluster): the same on the namespace cluster (root), see below.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
@@ -16,6 +17,29 @@ if ! .venv/airflow/bin/python -c 'import json, sys; value = json.loads(sys.argv[
         "$conf" 2>/dev/null; then
     echo "[study] STUDY_CONF must be a JSON object, e.g. '{\"strategies\": \"horovod\"}'" >&2
     exit 2
+fi
+if [[ "${1:-}" == "--cluster" ]]; then
+    # `make study-cluster`: the namespace cluster (up if it is not; its links re-shaped per run by the study's
+    # link_rates), Spark's jars on its HDFS, its client settings; the study's data on its HDFS, Spark on YARN, and
+    # by default claim (b): Horovod and Downpour on every worker host at 10gbit, 1gbit and 100mbit.
+    nodes="${2:-2}"
+    infra/cluster/netns.sh up "$nodes" "${LINK:-10gbit}"
+    infra/cluster/netns.sh spark-archive
+    eval "$(infra/cluster/netns.sh env)"
+    conf="$(.venv/airflow/bin/python - "$conf" "$nodes" "$CLOUDBURST_HDFS_URI" <<'PY'
+import json, sys
+conf, nodes, hdfs = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+conf.setdefault("nodes", nodes)
+conf.setdefault("workers_per_node", "1")
+conf.setdefault("link_rates", "10gbit,1gbit,100mbit")
+conf.setdefault("n_push", "4")
+conf.setdefault("repetitions", 1)
+settings = conf.setdefault("run_settings", {"epochs": 2, "train_limit": 20000, "test_limit": 2000})
+settings.setdefault("spark_master", "yarn")
+settings.setdefault("data_root", f"{hdfs}/cloudburst-study")
+print(json.dumps(conf))
+PY
+)"
 fi
 infra/airflow-ready.sh study  # the metadata database, once and under a lock; the study's pool
 echo "[study] $(date +%H:%M:%S) airflow dags test scaling_study -c '$conf'  (full log: $log)"

@@ -25,6 +25,9 @@ from training.study.plan import STUDY_SETTINGS, plan_study
 STUDY_POOL = "cloudburst_cluster"
 STUDY_POOL_SLOTS = 1
 PREPARATION_STEPS = (INGEST, AUGMENT, FEATURES)  # every workload's; each runs only for a workload that has it
+# Mapped tasks' names in the Grid view (Jinja, rendered with the task's own expanded settings).
+RUN_NAME = "{{ task.settings['run_name'] }}"
+SHARD_SET_NAME = "shards for {{ task.settings['nodes'] * task.settings['workers_per_node'] }} worker(s)"
 # The default study (`make study`): full MNIST with one elastic copy, 4 epochs, six runs; about 24 min estimated.
 DEFAULT_RUN_SETTINGS = {"epochs": 4}
 
@@ -107,13 +110,16 @@ def scaling_study_dag(doc_md: str | None = None) -> DAG:
                 task_id=step, step=step, settings=planned["prepare"], pool=STUDY_POOL,
                 trigger_rule="none_failed")
             for step in PREPARATION_STEPS]
-        shards = CloudburstSparkJobOperator.partial(task_id=SHARD, step=SHARD, pool=STUDY_POOL,
-                                                    trigger_rule="none_failed").expand(settings=shard_sets(planned["shards"]))
+        # The Grid view names each mapped box by its configuration instead of a bare map index.
+        shards = CloudburstSparkJobOperator.partial(
+            task_id=SHARD, step=SHARD, pool=STUDY_POOL, trigger_rule="none_failed",
+            map_index_template=SHARD_SET_NAME).expand(settings=shard_sets(planned["shards"]))
         runs = configurations(planned["runs"])
-        trained = CloudburstSparkJobOperator.partial(task_id=TRAIN, step=TRAIN, pool=STUDY_POOL).expand(settings=runs)
+        trained = CloudburstSparkJobOperator.partial(task_id=TRAIN, step=TRAIN, pool=STUDY_POOL,
+                                                     map_index_template=RUN_NAME).expand(settings=runs)
         evaluated = CloudburstCommandOperator.partial(task_id=EVALUATE, step=EVALUATE, pool=STUDY_POOL,
-                                                  trigger_rule="all_done").expand(
-            settings=runs)
+                                                      trigger_rule="all_done",
+                                                      map_index_template=RUN_NAME).expand(settings=runs)
 
         @task(task_id="report", retries=0, trigger_rule="all_done")
         def report(parent_run_id: str, tracking_uri: str, started: float) -> dict[str, Any]:

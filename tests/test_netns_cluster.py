@@ -205,6 +205,19 @@ def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_
 
 
 @pytest.mark.timeout(900)
+def test_a_ceiling_on_the_cluster_returns_its_workers_model_to_the_driver(mnist_on_cluster):
+    """Downpour with communication off: worker 0 sends its weight snapshots (several MB) back as its Spark task's
+    result. Over Spark's 1 MB default such a result was left on the executor for the driver to fetch by host
+    name, which this side cannot resolve (cb-node2): the study's ceiling failed on the cluster (2026-12-03)."""
+    environment, data = mnist_on_cluster
+    spec = data.with_changes(strategy="downpour", communication=False, run_name="netns-ceiling")
+    step_on_cluster("train", spec, environment)
+    run = tracked_run(spec)
+    assert run.data.params["communication"] == "false" and run.data.metrics.get("bytes_moved", 0) == 0
+    assert run.data.metrics["val_accuracy"] > 0.3
+
+
+@pytest.mark.timeout(900)
 def test_one_horovod_worker_alone_on_a_host_finds_the_rendezvous_on_this_side(mnist_on_cluster):
     """The speedup baseline on the cluster (1 × 1). With a single task Horovod may take any of its interfaces for the
     rendezvous, loopback included, and the rank then asks its own namespace's 127.0.0.1 and aborts; the driver's

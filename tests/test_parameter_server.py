@@ -74,6 +74,34 @@ def test_a_scaled_step_moves_the_parameters_by_that_share():
             shard.apply(np.array([1.0, 1.0]), scale=bad)
 
 
+def test_a_push_applied_as_its_steps_moves_as_far_as_the_worker_did():
+    # A push of 2 steps' summed gradient 0.6 (mean 0.3), Adagrad, learning rate 0.1, accumulator 0.1:
+    # as one step:   accumulator 0.1 + 0.36 = 0.46,             step 0.1 · 0.6 / sqrt(0.46) = 0.0885
+    # as its steps:  0.1 + 0.09 = 0.19, step 0.1 · 0.3 / sqrt(0.19) = 0.0688;
+    #                0.19 + 0.09 = 0.28, step 0.1 · 0.3 / sqrt(0.28) = 0.0567 → 0.1255 in all, 1.42× as far
+    one = ParameterShard(np.array([1.0]), "adagrad", learning_rate=0.1, initial_accumulator=0.1)
+    one.apply(np.array([0.6]))
+    assert one.snapshot()[0] == pytest.approx([1.0 - 0.1 * 0.6 / math.sqrt(0.46)], rel=1e-6)
+    steps = ParameterShard(np.array([1.0]), "adagrad", learning_rate=0.1, initial_accumulator=0.1)
+    version = steps.apply(np.array([0.6]), steps=2)
+    assert steps.snapshot()[0] == pytest.approx([1.0 - 0.1 * 0.3 / math.sqrt(0.19) - 0.1 * 0.3 / math.sqrt(0.28)],
+                                                rel=1e-6)
+    assert steps.accumulator == pytest.approx([0.28]) and version == 1  # the version counts pushes
+    # plain SGD: n steps of the mean are one step of the sum
+    sgd = ParameterShard(np.array([1.0, 2.0]), "sgd", learning_rate=0.5)
+    sgd.apply(np.array([2.0, -4.0]), steps=4)
+    assert sgd.snapshot()[0].tolist() == [0.0, 4.0]
+    # Adam counts every step for its bias correction: 3 steps of the mean = 3 single pushes of it
+    adam, single = (ParameterShard(np.array([1.0]), "adam", learning_rate=0.01) for _ in range(2))
+    adam.apply(np.array([1.5]), steps=3)
+    for _ in range(3):
+        single.apply(np.array([0.5]))
+    assert adam.state()["updates"] == 3 and adam.snapshot()[0] == pytest.approx(single.snapshot()[0], rel=1e-6)
+    for bad in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="a push is applied as at least one step"):
+            adam.apply(np.array([1.0]), steps=bad)
+
+
 def test_s_shard_apply_equals_one_shard_apply():
     rng = np.random.default_rng(0)
     initial = rng.normal(size=1001).astype(np.float32)

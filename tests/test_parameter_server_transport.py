@@ -57,6 +57,18 @@ def test_staleness_counts_the_versions_between_fetch_and_push(server):
     assert server.statistics.staleness[-3:] == [3, 3, 3]  # one per shard: 3 versions arrived after slow's fetch
 
 
+@pytest.mark.parametrize("push_as_steps", [False, True])
+def test_a_push_of_several_steps_is_one_server_step_or_as_many_as_it_covers(push_as_steps):
+    initial = np.linspace(-1, 1, 10, dtype=np.float32)
+    with ParameterServer(initial, num_shards=2, secret=SECRET, learning_rate=0.1, max_steps_per_push=4,
+                         push_as_steps=push_as_steps) as running, client_for(running) as client:
+        gradient = np.full(10, 0.8, np.float32)
+        assert client.push(gradient, steps=4) == [1, 1]  # one push: one version, either way
+        reference = ParameterShard(initial, "adagrad", learning_rate=0.1)
+        reference.apply(gradient, steps=4 if push_as_steps else 1)
+        assert np.allclose(client.fetch(), reference.snapshot()[0])
+
+
 def test_a_staleness_aware_server_divides_a_stale_push_by_its_staleness():
     initial = np.zeros(4, np.float32)
     with ParameterServer(initial, num_shards=1, secret=SECRET, optimizer="sgd", learning_rate=0.5,

@@ -212,6 +212,11 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
     Setting("staleness_aware", bool, False, "Downpour: staleness-aware steps",
             "Scale each push's step by 1 / its staleness (server versions applied since the pushing worker last "
             "fetched; Zhang et al. 2016), so a gradient computed on old parameters moves them less.", DOWNPOUR),
+    Setting("push_as_steps", bool, False, "Downpour: apply a push as its steps",
+            "A push holds the sum of n_push worker steps' gradients. Off (Downpour SGD as published): the server "
+            "takes one optimizer step with it, and since Adagrad's and Adam's step does not grow with the "
+            "gradient, the shared parameters move about one worker step per push. On: the server takes n_push "
+            "steps, each with the mean gradient, and moves as far as the worker did.", DOWNPOUR),
     Setting("warm_start_steps", int, 0, "Downpour: warm-start steps",
             "Worker 0 trains alone for this many steps before the others join (the paper's remedy for early "
             "instability); 0 starts everyone at once.", DOWNPOUR, minimum=0, maximum=10_000_000),

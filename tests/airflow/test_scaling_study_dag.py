@@ -13,9 +13,13 @@ from training.study.plan import STUDY_SETTINGS
 DAG_ID = "scaling_study"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def dag(dag_bag):
-    return dag_bag.dags[DAG_ID]
+    """A DAG object of each test's own: dag.test(run_conf=…) leaves its conf in the DAG's params, so a study after
+    the over-budget one would inherit budget_minutes=5 (it did, in CI)."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=dag_bag.dag_folder).dags[DAG_ID]
 
 
 def test_the_form_is_the_study_settings_and_the_runs_are_mapped_tasks_in_the_cluster_pool(dag):
@@ -49,9 +53,7 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    # budget_minutes given: dag.test() in one process keeps the previous test's budget of 5 min in the DAG's params
     conf = {"strategies": "downpour", "workers_per_node": "2", "n_push": "4,16", "study_name": "tiny", "repetitions": 1,
-            "budget_minutes": 60,
             "run_settings": {"train_limit": 1000, "test_limit": 300, "epochs": 2, "batch_size_per_worker": 32,
                              "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}}
     dag_run = dag.test(run_conf=conf)
@@ -61,6 +63,13 @@ def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, t
     assert {state for key, state in states.items() if key != ("features", -1)} == {"success"}, states
     assert sorted(i for t, i in states if t == "train") == [0, 1, 2, 3]  # baseline, ceiling, n_push 4 and 16
     assert sorted(i for t, i in states if t == "shard") == [0, 1]  # 1 and 2 workers
+    # the Grid view names each mapped box: its configuration's run name, its shard count
+    names = {(ti.task_id, ti.map_index): ti.rendered_map_index for ti in instances}
+    assert {names[("train", i)] for i in range(4)} == {
+        "tiny-baseline-1x1-r1", "tiny-ceiling-downpour-1x2-t0-r1", "tiny-downpour-1x2-t0-p4-r1",
+        "tiny-downpour-1x2-t0-p16-r1"}
+    assert {names[("evaluate", i)] for i in range(4)} == {names[("train", i)] for i in range(4)}
+    assert {names[("shard", 0)], names[("shard", 1)]} == {"shards for 1 worker(s)", "shards for 2 worker(s)"}
 
     client = mlflow.MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name("mnist_elastic_cnn")

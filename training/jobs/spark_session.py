@@ -107,6 +107,11 @@ def cluster_settings(master: str, spec: RunSpec | None) -> dict[str, str]:
             "spark.dynamicAllocation.enabled": "false",
         }
     settings["spark.executor.memory"] = os.environ.get("CLOUDBURST_SPARK_EXECUTOR_MEMORY", "2g")
+    # A task result over 1 MB (Spark's default: a ceiling worker's weights and optimizer state, a model
+    # averaging round's) is otherwise left in the executor's block manager for the driver to fetch by the
+    # executor's host *name*, which the driver's machine need not resolve (the namespace cluster's hosts are
+    # known only inside the cluster); sent directly, it rides the connection the executor opened to the driver.
+    settings["spark.task.maxDirectResultSize"] = DIRECT_RESULT_SIZE
     if os.environ.get("CLOUDBURST_SPARK_DRIVER_HOST"):
         # The address executors (and Downpour's workers) reach the driver at, when the machine's host name does
         # not lead there: the namespace cluster's hosts see this side only as its bridge address.
@@ -122,6 +127,9 @@ def cluster_settings(master: str, spec: RunSpec | None) -> dict[str, str]:
     settings["spark.executorEnv.OMP_NUM_THREADS"] = "1"
     settings["spark.executorEnv.OPENBLAS_NUM_THREADS"] = "1"
     return {key: value for key, value in settings.items() if not given.contains(key)}
+
+
+DIRECT_RESULT_SIZE = "64m"  # under spark.rpc.message.maxSize (128m), which bounds any direct result
 
 
 def executor_wait_seconds() -> int:

@@ -264,7 +264,8 @@ class DownpourStrategy:
 
         with ParameterServer(flatten(template), spec.ps_shards, secret, spec.server_optimizer,
                              spec.server_learning_rate, host=driver_host(spark), max_push_norm=spec.max_push_norm,
-                             max_steps_per_push=spec.n_push, staleness_aware=spec.staleness_aware) as server:
+                             max_steps_per_push=spec.n_push, staleness_aware=spec.staleness_aware,
+                             push_as_steps=spec.push_as_steps) as server:
             progress = Progress(points=evaluation_points(total_steps, spec.evaluations_per_epoch, 0, spec.epochs))
             state = ServerCheckpoint(server, progress, run_uri)
             statistics_before: dict[str, Any] = {}

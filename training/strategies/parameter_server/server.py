@@ -53,12 +53,14 @@ class ParameterServer:
 
     ``max_push_norm``: a pushed gradient's L2 norm per accumulated step, per shard, is clipped at this (0: no
     clipping); ``max_steps_per_push`` (the run's n_push) caps the steps a push may claim, so the bound holds;
-    ``staleness_aware``: a push's step is divided by its staleness (versions since the worker's fetch, ≥ 1).
+    ``staleness_aware``: a push's step is divided by its staleness (versions since the worker's fetch, ≥ 1);
+    ``push_as_steps``: a push is applied as the steps it covers, each with their mean gradient (one step else).
     """
 
     def __init__(self, initial: np.ndarray, num_shards: int, secret: bytes, optimizer: str = "adagrad",
                  learning_rate: float = 0.01, host: str = "127.0.0.1", max_push_norm: float = 100.0,
-                 max_steps_per_push: int | None = None, staleness_aware: bool = False) -> None:
+                 max_steps_per_push: int | None = None, staleness_aware: bool = False,
+                 push_as_steps: bool = False) -> None:
         if not 0 <= max_push_norm < float("inf"):
             raise ValueError(f"max_push_norm must be a finite number >= 0 (0 turns clipping off), got {max_push_norm}")
         if max_steps_per_push is not None and max_steps_per_push < 1:
@@ -71,6 +73,7 @@ class ParameterServer:
         self.max_push_norm = max_push_norm
         self.max_steps_per_push = max_steps_per_push
         self.staleness_aware = staleness_aware
+        self.push_as_steps = push_as_steps
         self.addresses: list[str] = []
         self.statistics = ServerStatistics()
         self._steps_applied = [0] * num_shards  # worker steps whose gradients each shard has applied
@@ -201,7 +204,8 @@ class ParameterServer:
         gradient, clipped = clip_push(gradient, message.steps, self.max_push_norm)
         # Versions applied since the worker's fetch: only this shard's thread changes its version.
         staleness = max(0, shard.version - message.clock)
-        version = shard.apply(gradient, 1 / max(1, staleness) if self.staleness_aware else 1.0)
+        version = shard.apply(gradient, 1 / max(1, staleness) if self.staleness_aware else 1.0,
+                              message.steps if self.push_as_steps else 1)
         with self._lock:
             self.statistics.pushes += 1
             self.statistics.clipped_pushes += clipped

@@ -72,10 +72,13 @@ class ParameterShard:
         """Adagrad's sum of squared gradients (None for the other optimizers)."""
         return self.slots.get("accumulator")
 
-    def apply(self, gradient: np.ndarray, scale: float = 1.0) -> int:
+    def apply(self, gradient: np.ndarray, scale: float = 1.0, steps: int = 1) -> int:
         """Apply one pushed (accumulated) gradient, its step multiplied by ``scale``; returns the new version.
-        Raises NonFiniteError, changing nothing, if the gradient or the parameters or optimizer state it would
-        produce hold NaN or ±Inf."""
+        ``steps`` > 1: the push is applied as that many optimizer steps, each with the mean gradient (gradient ÷
+        steps) — the server then moves as far as the pushing worker did, where one Adagrad or Adam step of the
+        sum moves about as far as one worker step (their step size does not grow with the gradient). The version
+        still counts pushes. Raises NonFiniteError, changing nothing, if the gradient or the parameters or
+        optimizer state it would produce hold NaN or ±Inf."""
         gradient = np.asarray(gradient, dtype=np.float32).ravel()
         if gradient.shape != self.parameters.shape:
             raise ValueError(f"gradient of {gradient.size} values for a shard of {self.parameters.size}")
@@ -83,33 +86,39 @@ class ParameterShard:
             raise NonFiniteError(f"gradient holds {np.count_nonzero(~np.isfinite(gradient))} NaN or ±Inf value(s)")
         if not 0 < scale <= 1:
             raise ValueError(f"a step's scale must be in (0, 1], got {scale}")
+        if not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"a push is applied as at least one step, got {steps!r}")
         with self._lock, np.errstate(over="ignore", invalid="ignore"):
             # Computed aside and committed only when finite: one overflowing square (|g| > ~1.8e19 in float32)
             # would otherwise turn an accumulator into inf and freeze its parameter for good.
-            slots, step = self._step(gradient)
-            parameters = self.parameters - np.float32(scale) * step
+            parameters, slots = self.parameters, self.slots
+            mean = gradient if steps == 1 else gradient / np.float32(steps)
+            for number in range(steps):
+                slots, step = self._step(mean, slots, self.updates + number + 1)
+                parameters = parameters - np.float32(scale) * step
             if not np.isfinite(parameters).all() or not all(np.isfinite(v).all() for v in slots.values()):
                 raise NonFiniteError(f"the update would overflow float32 (parameters or {self.optimizer} state); "
                                      "refused, nothing changed (is max_push_norm 0 or very large?)")
             self.parameters, self.slots = parameters, slots
-            self.updates += 1
+            self.updates += steps
             self.version += 1
             return self.version
 
-    def _step(self, gradient: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
-        """The new optimizer state and the step (to subtract) for ``gradient``; nothing is changed."""
+    def _step(self, gradient: np.ndarray, slots: dict[str, np.ndarray], t: int
+              ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """The optimizer state after ``gradient`` from ``slots``, and the step (to subtract); ``t`` counts this
+        update (Adam's bias correction). Nothing is changed."""
         rate = self.learning_rate
         if self.optimizer == "adagrad":
-            accumulator = self.slots["accumulator"] + gradient * gradient
+            accumulator = slots["accumulator"] + gradient * gradient
             return {"accumulator": accumulator}, rate * gradient / np.sqrt(accumulator)
         if self.optimizer == "momentum":
-            velocity = np.float32(MOMENTUM) * self.slots["velocity"] + gradient
+            velocity = np.float32(MOMENTUM) * slots["velocity"] + gradient
             return {"velocity": velocity}, rate * velocity
         if self.optimizer == "adam":
-            first = np.float32(ADAM_BETA_1) * self.slots["first_moment"] + np.float32(1 - ADAM_BETA_1) * gradient
-            second = (np.float32(ADAM_BETA_2) * self.slots["second_moment"]
+            first = np.float32(ADAM_BETA_1) * slots["first_moment"] + np.float32(1 - ADAM_BETA_1) * gradient
+            second = (np.float32(ADAM_BETA_2) * slots["second_moment"]
                       + np.float32(1 - ADAM_BETA_2) * gradient * gradient)
-            t = self.updates + 1
             corrected = rate * np.float32(np.sqrt(1 - ADAM_BETA_2**t) / (1 - ADAM_BETA_1**t))
             return {"first_moment": first, "second_moment": second}, \
                 corrected * first / (np.sqrt(second) + np.float32(ADAM_EPSILON))
