@@ -46,11 +46,12 @@ def train(spec: RunSpec, spark, run_name: str):
 
 
 def test_two_asynchronous_workers_learn_through_the_parameter_server(spark, small_spec):
-    # Four epochs, not two: after two, the asynchronous order of pushes (it differs from run to run) left the
-    # accuracy between 0.74 and 0.9 in CI runs; after four it ended at 0.95–0.97 in three runs.
-    spec = small_spec.with_changes(epochs=4)
+    # Six epochs: the asynchronous order of pushes differs from run to run. After two epochs the accuracy ended
+    # between 0.74 and 0.9 in CI runs; after four, at 0.95–0.97 in three runs, but once at 0.834 in a full
+    # `make test` (2026-12-03, idle Hadoop daemons beside it).
+    spec = small_spec.with_changes(epochs=6)
     result = train(spec, spark, "two-workers")
-    assert [row["epoch"] for row in result.epochs] == [1, 2, 3, 4]
+    assert [row["epoch"] for row in result.epochs] == [1, 2, 3, 4, 5, 6]
     assert result.epochs[-1]["val_accuracy"] > 0.85  # 4,000 images (k=1) per epoch; chance is 0.1
     assert len(result.evaluations) == spec.epochs * spec.evaluations_per_epoch
     seconds = [evaluation["train_seconds"] for evaluation in result.evaluations]
