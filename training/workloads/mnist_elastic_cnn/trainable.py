@@ -46,6 +46,9 @@ def load_split(dataset_uri: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def trainable(spec: RunSpec) -> Trainable:
+    from training.augment.elastic_online import make_elastic_augmenter
+
     return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=_build_model,
                      make_optimizer=adam, load_shard=load_shard, load_split=load_split,
-                     class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)))
+                     class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)),
+                     augment_batch=make_elastic_augmenter(spec.alpha, spec.sigma) if spec.online_elastic else None)

@@ -1,0 +1,79 @@
+"""Elastic deformation on the fly: the same transformation as the stored copies (checked against the NumPy
+implementation on the same random fields), deterministic per seed, fresh per batch, and wired into MNIST."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from training.augment import elastic
+from training.augment.elastic_online import deform_with_fields, make_elastic_augmenter
+from training.config import RunSpec
+
+tf = pytest.importorskip("tensorflow")
+
+
+def digits(count: int = 5, seed: int = 0) -> np.ndarray:
+    """uint8 (n, 28, 28): bright strokes (a bar and a ring) at random places, like handwriting's contrast."""
+    rng = np.random.default_rng(seed)
+    rows, cols = np.mgrid[:28, :28]
+    images = np.zeros((count, 28, 28), np.uint8)
+    for image in images:
+        centre_row, centre_col = rng.integers(9, 19, 2)
+        radius = np.hypot(rows - centre_row, cols - centre_col)
+        image[(radius > 4) & (radius < 7)] = 255
+        image[3:25, rng.integers(4, 24)] = 200
+    return images
+
+
+@pytest.mark.parametrize(("alpha", "sigma"), [(34.0, 4.0), (8.0, 2.0), (60.0, 6.0)])
+def test_it_deforms_exactly_as_the_stored_copies_do_given_the_same_random_fields(alpha, sigma):
+    images = digits()
+    index, copy = np.arange(len(images)), np.ones(len(images), np.int64)
+    fields = elastic.uniform_fields(7, index, copy, (28, 28))
+    expected = elastic.elastic_deform(images, index, copy, seed=7, alpha=alpha, sigma=sigma)
+    deformed = deform_with_fields(tf.constant(images[..., None] / 255.0, tf.float32), tf.constant(fields), alpha,
+                                  sigma).numpy()[..., 0]
+    assert deformed.shape == images.shape
+    # NumPy rounds to uint8; float32 sums in another order may tip a pixel that sits on .5 by one level.
+    difference = np.abs(np.rint(deformed * 255) - expected.astype(np.float64))
+    assert difference.max() <= 1 and (difference > 0).mean() < 0.01
+    assert np.abs(expected.astype(np.int64) - images).sum() > 0  # it did move pixels
+
+
+def test_a_batch_is_deterministic_per_seed_and_fresh_for_another_batch():
+    augment = make_elastic_augmenter(34.0, 4.0)
+    images = tf.constant(digits()[..., None] / 255.0, tf.float32)
+    first = augment(images, tf.constant([3, 0], tf.int64)).numpy()
+    assert np.array_equal(first, augment(images, tf.constant([3, 0], tf.int64)).numpy())
+    other_batch = augment(images, tf.constant([3, 1], tf.int64)).numpy()
+    other_worker = augment(images, tf.constant([4, 0], tf.int64)).numpy()
+    assert not np.allclose(first, other_batch) and not np.allclose(first, other_worker)
+    assert first.dtype == np.float32 and first.shape == images.shape
+    assert first.min() >= 0 and first.max() <= 1.0 + 1e-6
+    # a deformation moves ink, it does not create it: total intensity stays within a few percent on average
+    assert abs(first.sum() / images.numpy().sum() - 1) < 0.1
+
+
+def test_alpha_zero_changes_nothing_and_nonsense_parameters_are_refused():
+    images = tf.constant(digits()[..., None] / 255.0, tf.float32)
+    assert np.array_equal(make_elastic_augmenter(0.0, 4.0)(images, tf.constant([1, 2], tf.int64)).numpy(),
+                          images.numpy())
+    for alpha, sigma in [(-1.0, 4.0), (34.0, 0.0), (float("nan"), 4.0), (34.0, float("inf"))]:
+        with pytest.raises(ValueError, match="must be"):
+            make_elastic_augmenter(alpha, sigma)
+
+
+def test_the_mnist_workload_deforms_batches_only_when_asked_and_through_the_input_pipeline():
+    from training.strategies.input_pipeline import training_dataset
+    from training.workloads import workload_for
+
+    assert workload_for(RunSpec(workload="mnist_elastic_cnn")).augment_batch is None
+    workload = workload_for(RunSpec(workload="mnist_elastic_cnn", online_elastic=True))
+    assert workload.augment_batch is not None
+    images, labels = digits(8)[..., None], np.arange(8, dtype=np.int32)
+    plain = training_dataset(images, labels, 4, seed=0)
+    deformed = training_dataset(images, labels, 4, seed=0, augment=workload.augment_batch, augment_seed=(0, 0))
+    (plain_batch, plain_labels), (deformed_batch, deformed_labels) = next(iter(plain)), next(iter(deformed))
+    assert np.array_equal(plain_labels, deformed_labels)  # same examples, same order
+    assert not np.allclose(plain_batch.numpy(), deformed_batch.numpy())
