@@ -91,10 +91,9 @@ DEFINITION = WorkloadDefinition(
             SHARD: ("mnist_shards", "x-cloudburst://datasets/mnist/shards"),
             TRAIN: ("mnist_elastic_cnn_model", "x-cloudburst://models/mnist_elastic_cnn")},
     tags=("mnist",),
-    # "full": for accuracy, not speed — as Simard et al. 2003 trained (99.6 % with elastic deformations): every
-    # image deformed afresh each time it is seen (online_elastic, no stored copies), 100 epochs of the 60,000, and
-    # Adam's rate along a half cosine to 0 (learning_rate_decay applies under Horovod; 1 × 1 is plain Keras); one
-    # evaluation per epoch. README "The full preset" has what it measured here.
-    presets={"full": {"augment_copies": 0, "online_elastic": True, "epochs": 100, "learning_rate_decay": "cosine",
-                     "evaluations_per_epoch": 1}},
+    # "full": for accuracy, not speed — six elastic copies (420,000 training images an epoch), 16 epochs and Adam's
+    # rate along a half cosine to 0 (learning_rate_decay applies under Horovod; 1 × 1 is plain Keras). Simard et
+    # al. 2003 reached 99.6 % with elastic deformations; README "The full preset" has what it measured here (their
+    # way — online_elastic, every image deformed afresh, 100 epochs — measured lower: 99.38 %).
+    presets={"full": {"augment_copies": 6, "epochs": 16, "learning_rate_decay": "cosine"}},
 )
