@@ -34,8 +34,8 @@ SETTINGS = (
             AUGMENTATION, minimum=0, exclusive_minimum=True, maximum=100),
     Setting("online_elastic", bool, False, "Elastic deformation on the fly",
             "Deform every training batch afresh while training (same α and σ), as Simard et al. did, so no epoch "
-            "sees the same distortion twice; the stored copies (augment_copies) are deformed again too. Costs a "
-            "little input-pipeline time per step.", AUGMENTATION),
+            "sees the same distortion twice; the stored copies (augment_copies) are deformed again too. Costs about "
+            "4.6 ms per 128-image batch (measured; a step is about 28 ms on 2 cores).", AUGMENTATION),
 )
 
 
