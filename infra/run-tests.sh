@@ -27,5 +27,6 @@ unset HADOOP_CONF_DIR
 export CLOUDBURST_REQUIRE_HADOOP=1  # a test that needs Hadoop fails, never skips, under make test
 
 read -r -a pytest_args <<< "${PYTEST_ARGS:-}"
-.venv/training/bin/python -m pytest --ignore=tests/airflow "${pytest_args[@]}"
-.venv/airflow/bin/python -m pytest tests/airflow "${pytest_args[@]}"
+# --durations: every log (CI's included) names the slowest tests, so the suite's time can be worked on.
+.venv/training/bin/python -m pytest --ignore=tests/airflow --durations=25 "${pytest_args[@]}"
+.venv/airflow/bin/python -m pytest tests/airflow --durations=25 "${pytest_args[@]}"

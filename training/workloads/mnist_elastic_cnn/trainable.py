@@ -19,11 +19,6 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
     return mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), overwrite, spec.train_limit, spec.test_limit)
 
 
-def _build_model() -> Any:
-    from training.models.cnn import simard_cnn
-
-    return simard_cnn()
-
 
 def adam(learning_rate: float) -> Any:
     import tensorflow as tf
@@ -48,7 +43,12 @@ def load_split(dataset_uri: str, split: str) -> tuple[np.ndarray, np.ndarray]:
 def trainable(spec: RunSpec) -> Trainable:
     from training.augment.elastic_online import make_elastic_augmenter
 
-    return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=_build_model,
+    def build_model() -> Any:
+        from training.models.cnn import simard_cnn
+
+        return simard_cnn(convolutions_per_stage=spec.convolutions_per_stage, dense_units=spec.dense_units)
+
+    return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=build_model,
                      make_optimizer=adam, load_shard=load_shard, load_split=load_split,
                      class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)),
                      augment_batch=make_elastic_augmenter(spec.alpha, spec.sigma) if spec.online_elastic else None)

@@ -1,0 +1,37 @@
+"""The MNIST CNN's size settings: the default is the fast model, convolutions_per_stage/dense_units build the deeper
+one (parameter counts computed by hand), and the settings reach the model every strategy builds."""
+
+from __future__ import annotations
+
+import pytest
+
+from training.config import RunSpec, RunSpecError
+
+pytest.importorskip("tensorflow")
+
+
+def test_the_default_model_is_the_fast_one_and_the_deeper_one_has_the_hand_counted_parameters():
+    from training.models.cnn import simard_cnn
+
+    # conv 3×3×1×32+32 = 320 → 26 → pool 13 → conv 3×3×32×64+64 = 18,496 → 11 → pool 5; dense 5·5·64·128+128 =
+    # 204,928; logits 128·10+10 = 1,290
+    assert simard_cnn().count_params() == 320 + 18_496 + 204_928 + 1_290
+    # two convolutions a stage: +3×3×32×32+32 = 9,248 and +3×3×64×64+64 = 36,928; 28 → 24 → 12 → 8 → 4, so the
+    # dense layer sees 4·4·64 = 1,024 inputs: 1,024·256+256 = 262,400; logits 256·10+10 = 2,570
+    deeper = simard_cnn(convolutions_per_stage=2, dense_units=256)
+    assert deeper.count_params() == 320 + 9_248 + 18_496 + 36_928 + 262_400 + 2_570
+    assert deeper.output_shape == (None, 10)
+    with pytest.raises(ValueError, match="at least 1"):
+        simard_cnn(convolutions_per_stage=0)
+
+
+def test_the_size_settings_reach_the_workloads_model_and_are_bounded():
+    from training.workloads import workload_for
+
+    spec = RunSpec.from_mapping({"workload": "mnist_elastic_cnn", "convolutions_per_stage": 2, "dense_units": 256})
+    assert workload_for(spec).build_model().count_params() == 329_962
+    assert workload_for(RunSpec(workload="mnist_elastic_cnn")).build_model().count_params() == 225_034
+    for bad in ({"convolutions_per_stage": 0}, {"convolutions_per_stage": 4}, {"dense_units": 8},
+                {"dense_units": "wide"}, {"convolutions_per_stage": 1.5}):
+        with pytest.raises(RunSpecError, match=next(iter(bad))):
+            RunSpec.from_mapping({"workload": "mnist_elastic_cnn", **bad}).validate()
