@@ -17,7 +17,8 @@ def parsed(*flags: str) -> RunSpec:
 
 def test_the_full_mnist_preset_fills_its_settings_and_a_flag_given_wins():
     full = parsed("--preset", "full")
-    assert (full.augment_copies, full.epochs, full.learning_rate_decay) == (6, 16, "cosine")
+    assert (full.augment_copies, full.epochs, full.learning_rate_decay) == (6, 10, "cosine")
+    assert (full.convolutions_per_stage, full.dense_units) == (2, 256)
     assert full.batch_size_per_worker == RunSpec().batch_size_per_worker  # what it does not name is the default
     assert parsed("--preset", "full", "--epochs", "3").epochs == 3
     assert parsed("--epochs", "3").augment_copies == RunSpec().augment_copies  # no preset, no change
