@@ -27,7 +27,8 @@ if [[ "${DEMO_CLUSTER:-0}" == 1 ]]; then
 fi
 
 # The run specification of one configuration as DAG conf (JSON) and as job flags; checked before anything runs,
-# so a bad DEMO_CONF or DEMO_CONFIGS fails here in one line. Run names carry strategy and shape (demo-horovod-1x2).
+# so a bad DEMO_CONF or DEMO_CONFIGS fails here in one line. Run names carry strategy and shape (demo-horovod-1x2)
+# and, with DEMO_CONF, a digest of its other settings (demo-horovod-1x2-3f9a1c).
 spec_of() {  # $1 = config, $2 = json | args
     .venv/airflow/bin/python - "$dag_id" "$1" "${DEMO_CONF:-}" "$2" "${DEMO_PRESET:-}" <<'PY'
 import json, re, sys
@@ -49,8 +50,14 @@ try:
     import os
     cluster = json.loads(os.environ.get("DEMO_CLUSTER_CONF") or "{}")
     preset_settings = preset_values(dag_id, preset) if preset else {}
+    # Other DEMO_CONF settings add a digest of themselves to the name: a run directory holds one spec, so a
+    # variant never collides with the plain demo's run (refused: "already holds a run with other settings"),
+    # and the same DEMO_CONF again names the same run (a no-op).
+    import hashlib
+    varied = {name: value for name, value in overrides.items() if name not in ("run_name", "strategy")}
+    digest = "-" + hashlib.sha1(json.dumps(varied, sort_keys=True).encode()).hexdigest()[:6] if varied else ""
     values = {"nodes": nodes, "workers_per_node": workers_per_node,
-              "run_name": f"demo-{preset + '-' if preset else ''}{strategy}-{config}",
+              "run_name": f"demo-{preset + '-' if preset else ''}{strategy}-{config}{digest}",
               **preset_settings, **cluster, **overrides, "workload": dag_id}
     spec = RunSpec.from_mapping(values).validate()
 except RunSpecError as error:

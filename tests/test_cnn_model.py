@@ -21,6 +21,8 @@ def test_the_default_model_is_the_fast_one_and_the_deeper_one_has_the_hand_count
     deeper = simard_cnn(convolutions_per_stage=2, dense_units=256)
     assert deeper.count_params() == 320 + 9_248 + 18_496 + 36_928 + 262_400 + 2_570
     assert deeper.output_shape == (None, 10)
+    # the setting's largest value still fits 28 × 28: 28 → 22 → pool 11 → 5 → pool 2
+    assert simard_cnn(convolutions_per_stage=3).layers[-4].output_shape == (None, 2 * 2 * 64)
     with pytest.raises(ValueError, match="at least 1"):
         simard_cnn(convolutions_per_stage=0)
 

@@ -38,7 +38,7 @@ SETTINGS = (
             "4.6 ms per 128-image batch (measured; a step is about 28 ms on 2 cores).", AUGMENTATION),
     Setting("convolutions_per_stage", int, 1, "Convolutions per stage",
             "3×3 convolutions before each of the CNN's two poolings (32 then 64 filters). 1 is the fast model "
-            "(225,034 parameters, about 5,700 samples/s on 2 cores); 2 is deeper and about 2.8× slower.",
+            "(225,034 parameters); 2 is the deeper one, measured 2.8–3.5× slower per image on 2 cores.",
             TRAINING, minimum=1, maximum=3),
     Setting("dense_units", int, 128, "Dense units", "Units of the CNN's fully connected layer.", TRAINING,
             minimum=16, maximum=4096),

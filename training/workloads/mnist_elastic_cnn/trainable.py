@@ -19,7 +19,6 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
     return mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), overwrite, spec.train_limit, spec.test_limit)
 
 
-
 def adam(learning_rate: float) -> Any:
     import tensorflow as tf
 
