@@ -61,13 +61,17 @@ def test_ingest_augment_shard_on_yarn_publish_the_same_bytes_as_local_mode(hadoo
     assert {"cloudburst-augment", "cloudburst-shard"} <= yarn_apps
 
 
-def test_a_rerun_on_yarn_is_a_noop(mnist_on_hdfs):
+def test_a_rerun_on_yarn_is_a_noop(hadoop, mnist_on_hdfs):
+    """A retried data step finds its dataset published: it changes nothing and submits no YARN application."""
     on_yarn, _ = mnist_on_hdfs
     before = storage.require_manifest(on_yarn.shards_uri())
-    result = cloudburst("shard", on_yarn)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "already complete, nothing to do" in result.stderr
+    applications = {app["id"] for app in hadoop.yarn_applications()}
+    for step in ("augment", "shard"):
+        result = cloudburst(step, on_yarn)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "already complete, nothing to do" in result.stderr
     assert storage.require_manifest(on_yarn.shards_uri()) == before
+    assert {app["id"] for app in hadoop.yarn_applications()} == applications
 
 
 @pytest.mark.timeout(1200)

@@ -96,8 +96,16 @@ def test_a_trigger_with_an_out_of_range_param_never_starts(dag, tmp_path):
     assert not any(tmp_path.iterdir()), "a task ran although the trigger was invalid"
 
 
+@pytest.fixture(scope="module")
+def shared_data_root(tmp_path_factory) -> str:
+    """One data root for the three strategies' runs, as DAG runs on one machine share ./var: the first run
+    publishes the slice, the others find ingest, augment and shard done (what a retried task meets) and train."""
+    return str(tmp_path_factory.mktemp("shared") / "data")
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_mlflow(dag, tmp_path, strategy):
+def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_mlflow(dag, tmp_path, strategy,
+                                                                                     shared_data_root):
     import mlflow
 
     tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -105,7 +113,7 @@ def test_a_real_run_on_a_small_slice_ends_with_params_metrics_and_artifacts_in_m
     # accuracy 0.20-0.64 in six runs); four epochs end at 0.90-0.91 and cost about 3 s more.
     epochs = 4 if strategy == "downpour" else 1
     conf = {"train_limit": 2000, "test_limit": 500, "epochs": epochs, "batch_size_per_worker": 64, "strategy": strategy,
-            "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}
+            "data_root": shared_data_root, "tracking_uri": tracking_uri}
     dag_run = dag.test(run_conf=conf)
     states = {ti.task_id: ti.state for ti in dag_run.get_task_instances()}
     assert states == {task_id: "success" for task_id in PIPELINE}, states

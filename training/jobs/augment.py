@@ -119,10 +119,10 @@ def _write_preview(staging: storage.Location, source: str, shape: tuple[int, int
 
 def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
     """The pipeline step: augment the run's raw dataset; returns the published URI."""
-    from training.jobs.spark_session import spark_session
+    from training.jobs.spark_session import LazySparkSession
 
     storage.require_manifest(spec.raw_uri(), mnist.DATASET_KIND)  # before the JVM starts
-    spark = spark_session("cloudburst-augment", master, spec)
+    spark = LazySparkSession("cloudburst-augment", master, spec)  # started only if there is work
     manifest, created = augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha,
                                         spec.sigma, spec.seed, overwrite)
     verb = "published" if created else "already complete, nothing to do:"

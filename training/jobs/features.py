@@ -104,9 +104,9 @@ def features_dataset(
                     "snr_db": list(snr_db), "noise_probability": noise_probability, "seed": seed}
     recipe = {"source_data_version": source_manifest["data_version"], "features": kind, **augmentation}
     num_classes = len(source_manifest["class_names"])
-    partitions = max(2, spark.sparkContext.defaultParallelism * 2)
 
     def write(staging: storage.Location) -> dict[str, Any]:
+        partitions = max(2, spark.sparkContext.defaultParallelism * 2)
         splits = {}
         for split in source_manifest["splits"]:  # train, validation, test (+ test_non_keywords)
             split_copies = copies if split == "train" else 0
@@ -164,10 +164,10 @@ def _write_preview(staging: storage.Location, source: str, kind: str, augmentati
 
 def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
     """The pipeline step: features of the run's clips; returns the published URI."""
-    from training.jobs.spark_session import spark_session
+    from training.jobs.spark_session import LazySparkSession
 
     storage.require_manifest(spec.raw_uri(), speech_ingest.DATASET_KIND)  # before the JVM starts
-    spark = spark_session("cloudburst-features", master, spec)
+    spark = LazySparkSession("cloudburst-features", master, spec)  # started only if there is work
     manifest, created = features_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.features,
                                          spec.augment_copies, spec.seed, overwrite)
     verb = "published" if created else "already complete, nothing to do:"

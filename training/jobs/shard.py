@@ -93,13 +93,13 @@ def _collect_shards(staging: storage.Location, num_shards: int, num_classes: int
 
 def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
     """The pipeline step: one shard per worker of the run's training dataset (nothing to do with existing_shards)."""
-    from training.jobs.spark_session import spark_session
+    from training.jobs.spark_session import LazySparkSession
 
     if spec.existing_shards:
         log.info("training on existing shards %s: nothing to shard", spec.existing_shards)
         return spec.existing_shards
     require_records(spec.augmented_uri())  # before the JVM starts
-    spark = spark_session("cloudburst-shard", master, spec)
+    spark = LazySparkSession("cloudburst-shard", master, spec)  # started only if there is work
     manifest, created = shard_dataset(spark, spec.augmented_uri(), spec.shards_uri(), spec.total_workers, spec.seed,
                                       overwrite)
     verb = "published" if created else "already complete, nothing to do:"

@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -74,6 +74,27 @@ def spark_session(app_name: str, master: str | None = None, spec: RunSpec | None
         _ship_package(session)
         log.info("Spark on %s: application %s", session.sparkContext.master, session.sparkContext.applicationId)
     return session
+
+
+class LazySparkSession:
+    """A Spark session started on first use, with :func:`spark_session`'s arguments. A data step whose dataset is
+    already published (a retried task, a second DAG run on the same data) only reads the manifest: it never starts
+    a JVM or, on YARN, an application with its executors (15–25 s each on the test clusters)."""
+
+    def __init__(self, app_name: str, master: str | None = None, spec: RunSpec | None = None) -> None:
+        self._arguments = (app_name, master, spec)
+        self._session: SparkSession | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # only the session's public API starts it (not copy/pickle probing)
+            raise AttributeError(name)
+        if self._session is None:
+            self._session = spark_session(*self._arguments)
+        return getattr(self._session, name)
 
 
 def check_cluster_configuration(master: str) -> None:

@@ -151,11 +151,16 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     several stages trains each as a run of its own; the last one's record becomes the run's."""
     check_inputs(spec)  # fail before the JVM starts
     stages = training_stages(spec)  # refuses settings it cannot train before any training
+    # A finished run (a retried task, the same DAG run again) is settled here: no Spark session, no YARN application.
+    finished = (claim_run_directory(spec) or {}).get("mlflow_run_id")
+    if finished and stages == [spec]:
+        log.info("run %s already trained and tracked (MLflow run %s): nothing to do", spec.run_name, finished)
+        return spec.run_uri()
+    if finished:
+        log.info("run %s already trained in %d stages: nothing to do", spec.run_name, len(stages))
+        return spec.run_uri()
     if stages == [spec]:
         train_and_stop(spec, master)
-        return spec.run_uri()
-    if (claim_run_directory(spec) or {}).get("mlflow_run_id"):
-        log.info("run %s already trained in %d stages: nothing to do", spec.run_name, len(stages))
         return spec.run_uri()
     for number, stage in enumerate(stages, 1):
         log.info("stage %d of %d: %s", number, len(stages), stage.run_uri())
