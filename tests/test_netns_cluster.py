@@ -223,8 +223,10 @@ def test_one_horovod_worker_alone_on_a_host_finds_the_rendezvous_on_this_side(mn
     rendezvous, loopback included, and the rank then asks its own namespace's 127.0.0.1 and aborts; the driver's
     explicit address names the interface (placement.driver_interfaces)."""
     environment, data = mnist_on_cluster
-    spec = data.with_changes(strategy="horovod", nodes=1, epochs=1, run_name="netns-1x1")
-    step_on_cluster("shard", spec, environment)
+    # On the two workers' shards already there (existing_shards): a shard job of its own would add a YARN
+    # application (about 25 s) and test nothing this test is about.
+    spec = data.with_changes(strategy="horovod", nodes=1, epochs=1, run_name="netns-1x1",
+                             existing_shards=data.shards_uri())
     step_on_cluster("train", spec, environment)
     run = tracked_run(spec)
     assert (run.data.tags["spark_master"], run.data.tags["total_workers"]) == ("yarn", "1")

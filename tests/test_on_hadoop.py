@@ -103,8 +103,9 @@ def test_yarn_without_room_for_every_worker_is_a_clear_error_not_a_hang(mnist_on
     # The shards exist for 2 workers; 3 nodes need 3: validation would stop it first, so shard for 3 on HDFS.
     result = cloudburst("shard", spec)
     assert result.returncode == 0, result.stderr[-3000:]
+    # 15 s: YARN grants the two executors that fit within a few seconds; the wait only has to outlast that.
     result = cloudburst("train", spec, timeout=300, CLOUDBURST_SPARK_EXECUTOR_MEMORY="5g",
-                        CLOUDBURST_EXECUTOR_WAIT_S="30")
+                        CLOUDBURST_EXECUTOR_WAIT_S="15")
     assert result.returncode == 2, result.stderr[-3000:]
     errors = [line for line in result.stderr.splitlines() if "ERROR cloudburst" in line]
     assert len(errors) == 1 and "Traceback" not in result.stderr
