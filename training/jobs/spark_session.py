@@ -85,10 +85,6 @@ class LazySparkSession:
         self._arguments = (app_name, master, spec)
         self._session: SparkSession | None = None
 
-    @property
-    def started(self) -> bool:
-        return self._session is not None
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):  # only the session's public API starts it (not copy/pickle probing)
             raise AttributeError(name)

@@ -46,18 +46,25 @@ def require_test_examples(manifest: dict[str, Any]) -> None:
                            "corpus test clips (its testing_list.txt, or speakers the split rule puts in test)")
 
 
-def claim_run_directory(spec: RunSpec) -> dict[str, Any] | None:
-    """Record the spec in the run directory, refusing one that belongs to a different spec; returns the result
-    of a previous attempt, if it finished training."""
+def previous_result(spec: RunSpec) -> dict[str, Any] | None:
+    """The result of a previous attempt of this run, if it finished training; refuses a run directory that belongs
+    to a different spec. Writes nothing."""
     run_uri = spec.run_uri()
     recorded = storage.read_json(storage.join(run_uri, SPEC_FILE))
     changed = spec.differences(recorded) if recorded is not None else []
     if changed:
         raise RunSpecError(f"run_name={spec.run_name!r}: {run_uri} already holds a run with other settings "
                            f"({', '.join(changed)}); choose another run_name")
-    if recorded is None:
-        storage.write_json(storage.join(run_uri, SPEC_FILE), spec.to_mapping())
     return storage.read_json(storage.join(run_uri, RESULT_FILE))
+
+
+def claim_run_directory(spec: RunSpec) -> dict[str, Any] | None:
+    """Record the spec in the run directory, refusing one that belongs to a different spec; returns the result
+    of a previous attempt, if it finished training."""
+    result = previous_result(spec)
+    if storage.read_json(storage.join(spec.run_uri(), SPEC_FILE)) is None:
+        storage.write_json(storage.join(spec.run_uri(), SPEC_FILE), spec.to_mapping())
+    return result
 
 
 def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
@@ -152,7 +159,8 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     check_inputs(spec)  # fail before the JVM starts
     stages = training_stages(spec)  # refuses settings it cannot train before any training
     # A finished run (a retried task, the same DAG run again) is settled here: no Spark session, no YARN application.
-    finished = (claim_run_directory(spec) or {}).get("mlflow_run_id")
+    # Only read: a run that then fails to get its executors leaves no spec behind to refuse a retry with fewer nodes.
+    finished = (previous_result(spec) or {}).get("mlflow_run_id")
     if finished and stages == [spec]:
         log.info("run %s already trained and tracked (MLflow run %s): nothing to do", spec.run_name, finished)
         return spec.run_uri()
@@ -162,6 +170,7 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     if stages == [spec]:
         train_and_stop(spec, master)
         return spec.run_uri()
+    claim_run_directory(spec)
     for number, stage in enumerate(stages, 1):
         log.info("stage %d of %d: %s", number, len(stages), stage.run_uri())
         record = train_and_stop(stage, master)
