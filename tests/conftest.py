@@ -84,6 +84,18 @@ def spark(session_environment):
     session.stop()
 
 
+@pytest.fixture
+def spark_forbidden(monkeypatch) -> None:
+    """From here on, starting a Spark session fails the test ("a Spark session was started"): for steps that must
+    settle their work from manifests and run records alone."""
+    from training.jobs import spark_session as sessions
+
+    def no_spark(*arguments, **keywords):
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(sessions, "spark_session", no_spark)
+
+
 # --- HTTP -------------------------------------------------------------------------------------------------
 
 

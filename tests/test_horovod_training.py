@@ -55,20 +55,16 @@ def test_a_cosine_decay_after_the_warm_up_trains_with_horovods_own_callbacks(spa
     assert result.epochs[-1]["val_accuracy"] > 0.6
 
 
-def test_a_finished_run_is_not_trained_again(spark, small_spec, monkeypatch):
+def test_a_finished_run_is_not_trained_again(spark, small_spec, request):
     first = train_run(spark, small_spec)
     started = time.perf_counter()
     again = train_run(spark, small_spec)
     assert again["mlflow_run_id"] == first["mlflow_run_id"]
     assert time.perf_counter() - started < 5
     # The train step (a retried task) settles it before any Spark session: no JVM, no YARN application.
-    from training.jobs import spark_session as sessions
     from training.jobs import train
 
-    def no_spark(*arguments, **keywords):
-        raise AssertionError("a Spark session was started")
-
-    monkeypatch.setattr(sessions, "spark_session", no_spark)
+    request.getfixturevalue("spark_forbidden")
     assert train.run_step(small_spec) == small_spec.run_uri()
     with pytest.raises(AssertionError, match="a Spark session was started"):
         train.run_step(small_spec.with_changes(run_name="not-trained-yet"))

@@ -187,7 +187,7 @@ def test_binary_columns_round_trip_including_an_empty_split(shape, dtype):
         np.testing.assert_array_equal(pixels_of(column, shape, dtype), images)
 
 
-def test_a_step_whose_dataset_is_published_starts_no_spark_and_one_with_work_does(spark, tmp_path, monkeypatch,
+def test_a_step_whose_dataset_is_published_starts_no_spark_and_one_with_work_does(spark, tmp_path, request,
                                                                                    caplog):
     """A retried augment or shard task (or a second DAG run on the same data) only reads the manifest: no Spark
     session, so no JVM and, on YARN, no application and executors. A step with work to do still starts one."""
@@ -195,15 +195,10 @@ def test_a_step_whose_dataset_is_published_starts_no_spark_and_one_with_work_doe
 
     from training.config import RunSpec
     from training.jobs import augment, shard
-    from training.jobs import spark_session as sessions
 
     spec = RunSpec(train_limit=600, test_limit=100, augment_copies=1, workers_per_node=2, data_root=str(tmp_path))
     prepare_datasets(spark, spec)
-
-    def no_spark(*arguments, **keywords):
-        raise AssertionError("a Spark session was started")
-
-    monkeypatch.setattr(sessions, "spark_session", no_spark)
+    request.getfixturevalue("spark_forbidden")  # only now: preparing the data above needs Spark
     with caplog.at_level("INFO", logger="training.jobs"):
         assert augment.run_step(spec) == storage.require_manifest(spec.augmented_uri())["uri"]
         assert shard.run_step(spec) == storage.require_manifest(spec.shards_uri())["uri"]

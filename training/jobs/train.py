@@ -46,25 +46,30 @@ def require_test_examples(manifest: dict[str, Any]) -> None:
                            "corpus test clips (its testing_list.txt, or speakers the split rule puts in test)")
 
 
-def previous_result(spec: RunSpec) -> dict[str, Any] | None:
-    """The result of a previous attempt of this run, if it finished training; refuses a run directory that belongs
-    to a different spec. Writes nothing."""
+def _recorded_spec(spec: RunSpec) -> dict[str, Any] | None:
+    """The spec recorded in the run directory (None if none yet); a different spec there is refused."""
     run_uri = spec.run_uri()
     recorded = storage.read_json(storage.join(run_uri, SPEC_FILE))
     changed = spec.differences(recorded) if recorded is not None else []
     if changed:
         raise RunSpecError(f"run_name={spec.run_name!r}: {run_uri} already holds a run with other settings "
                            f"({', '.join(changed)}); choose another run_name")
-    return storage.read_json(storage.join(run_uri, RESULT_FILE))
+    return recorded
+
+
+def previous_result(spec: RunSpec) -> dict[str, Any] | None:
+    """The result of a previous attempt of this run, if it finished training; refuses a run directory that belongs
+    to a different spec. Writes nothing."""
+    _recorded_spec(spec)
+    return storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))
 
 
 def claim_run_directory(spec: RunSpec) -> dict[str, Any] | None:
     """Record the spec in the run directory, refusing one that belongs to a different spec; returns the result
     of a previous attempt, if it finished training."""
-    result = previous_result(spec)
-    if storage.read_json(storage.join(spec.run_uri(), SPEC_FILE)) is None:
+    if _recorded_spec(spec) is None:
         storage.write_json(storage.join(spec.run_uri(), SPEC_FILE), spec.to_mapping())
-    return result
+    return storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))
 
 
 def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
@@ -161,11 +166,10 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     # A finished run (a retried task, the same DAG run again) is settled here: no Spark session, no YARN application.
     # Only read: a run that then fails to get its executors leaves no spec behind to refuse a retry with fewer nodes.
     finished = (previous_result(spec) or {}).get("mlflow_run_id")
-    if finished and stages == [spec]:
-        log.info("run %s already trained and tracked (MLflow run %s): nothing to do", spec.run_name, finished)
-        return spec.run_uri()
     if finished:
-        log.info("run %s already trained in %d stages: nothing to do", spec.run_name, len(stages))
+        in_stages = f" in {len(stages)} stages" if len(stages) > 1 else ""
+        log.info("run %s already trained%s and tracked (MLflow run %s): nothing to do", spec.run_name, in_stages,
+                 finished)
         return spec.run_uri()
     if stages == [spec]:
         train_and_stop(spec, master)
