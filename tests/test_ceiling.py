@@ -98,5 +98,7 @@ def test_averaging_without_communication_averages_nothing_and_learns(spark, smal
     # Only worker 0's weights come back, once a round, to be evaluated.
     rounds = spec.epochs * spec.rounds_per_epoch
     assert result.metrics["evaluation_bytes"] > 0 and result.metrics["evaluation_bytes"] % rounds == 0
-    # Spark may run a rank's round in another Python worker, which then holds another model: counted, not hidden.
-    assert 0 <= result.extra["worker_rounds_not_continued"] < spec.total_workers * rounds
+    # Spark runs a rank's round in another Python worker now and then; with one executor (local mode) it finds the
+    # weights the rank left after its last round, so every rank goes on from its own last round, as an independent
+    # process would (before those files, 4–10 of these 14 rank-rounds restarted from an older model).
+    assert result.extra["worker_rounds_not_continued"] == 0

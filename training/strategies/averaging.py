@@ -12,10 +12,12 @@ worker 0's weights come back, to be evaluated. What still travels, and why: Spar
 each round (the rounds are Spark jobs), worker 0's weights each round (the evaluated model lives in the driver; not
 counted in bytes_moved but in evaluation_bytes), and, in the first round of a resumed run, the checkpoint's
 weights to every worker (counted). Spark does not promise that a rank's next task runs in the Python worker that
-ran its last one (local mode rotates through its idle Python workers now and then); when it does not, the rank
-goes on from the model that Python worker holds, the initial weights or an older round's, and the run counts it
-in ``worker_rounds_not_continued``. Only what is learned suffers: the task costs what a rescheduled task costs with
-communication too (a new model is built and compiled there as well).
+ran its last one (local mode rotates through its idle Python workers often: 4–10 of a test's 14 rank-rounds), so
+each rank also leaves its weights in its executor's Spark files directory after every round, as an independent
+process would keep its model: a Python worker that did not train the rank's last round goes on from there. Only a
+task moved to another executor finds nothing and goes on from the model its Python worker holds (the initial
+weights or an older round's); the run counts those in ``worker_rounds_not_continued``. Writing a few MB to local
+disk costs far less than the broadcast it stands for, so the ceiling stays an upper bound.
 
 What is trained and what is measured are separate settings: an epoch is ``rounds_per_epoch`` rounds, each on the
 next 1/rounds_per_epoch of every worker's reshuffled shard, whatever ``evaluations_per_epoch`` says. Accuracy is
@@ -26,10 +28,14 @@ measured after the round in which each of the ``evaluations_per_epoch`` evenly s
 from __future__ import annotations
 
 import functools
+import hashlib
 import logging
+import os
+import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -79,6 +85,40 @@ class WorkerState:
     last_round: int | None = None  # epoch · rounds_per_epoch + round index of the round it last trained
 
 
+class RankWeightsFile:
+    """Where a rank leaves its weights after each round of a ceiling run, in the executor's Spark files directory
+    (Spark deletes it with the application): another Python worker of the same executor continues from it."""
+
+    def __init__(self, run_key: str, rank: int) -> None:
+        from pyspark import SparkFiles
+
+        digest = hashlib.sha256(run_key.encode()).hexdigest()[:16]
+        self.runs = Path(SparkFiles.getRootDirectory()) / "cloudburst-ceiling"
+        self.path = self.runs / digest / f"rank-{rank}.npz"
+
+    def forget_other_runs(self) -> None:
+        for other in self.runs.glob("*"):
+            if other != self.path.parent:
+                shutil.rmtree(other, ignore_errors=True)
+
+    def load(self, trained_round: int) -> list[np.ndarray] | None:
+        """The weights left after ``trained_round``, or None when this executor has none from that round."""
+        try:
+            with np.load(self.path) as saved:
+                if int(saved["round"]) != trained_round:
+                    return None
+                return [saved[f"w{index}"] for index in range(int(saved["tensors"]))]
+        except (OSError, KeyError, ValueError):
+            return None
+
+    def save(self, trained_round: int, weights: Sequence[np.ndarray]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_name(f".{self.path.stem}-{os.getpid()}.npz")
+        np.savez(partial, round=trained_round, tensors=len(weights),
+                 **{f"w{index}": tensor for index, tensor in enumerate(weights)})
+        os.replace(partial, self.path)  # a reader sees the previous round's file or this one, never half of one
+
+
 # Spark reuses its Python workers: a worker's data and compiled model are kept between the rounds of one run.
 # Keyed by the whole run specification, so a later run in the same process never inherits another run's model,
 # learning rate or optimizer state.
@@ -110,10 +150,19 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
             model.compile(optimizer=workload.make_optimizer(spec.learning_rate), loss=workload.make_loss(),
                           metrics=["accuracy"])
             _worker_state[key] = WorkerState(workload, images, labels, model)
+            if not spec.communication:
+                RankWeightsFile(key[0], rank).forget_other_runs()
         state = _worker_state[key]
         workload, images, labels, model = state.workload, state.images, state.labels, state.model
         this_round = epoch * spec.rounds_per_epoch + round_index
         continued = state.last_round == this_round - 1  # this model trained the rank's previous round
+        sent = None if weights is None else weights.value
+        weights_file = None if spec.communication else RankWeightsFile(key[0], rank)
+        if weights_file is not None and not continued and sent is None:
+            left = weights_file.load(this_round - 1)
+            if left is not None:
+                model.set_weights(left)
+                continued = True
         state.last_round = this_round
         # This round's part of the shard, from an order reshuffled every epoch.
         order = np.random.default_rng([spec.seed, rank, epoch]).permutation(len(labels))
@@ -123,7 +172,6 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
             raise ValueError(f"worker {rank}: a round's part of its shard ({len(part)} examples) is smaller than one "
                              f"batch of {spec.batch_size_per_worker}; lower rounds_per_epoch "
                              f"({spec.rounds_per_epoch}) or batch_size_per_worker")
-        sent = None if weights is None else weights.value
         if sent is not None:
             model.set_weights(sent)
         workload.start_epoch(epoch)
@@ -136,6 +184,8 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
                                    augment_seed=(spec.seed, rank),
                                    first_batch=(epoch * spec.rounds_per_epoch + round_index) * ROUND_BATCHES)
         history = model.fit(dataset, epochs=1, steps_per_epoch=steps, verbose=0)
+        if weights_file is not None:
+            weights_file.save(this_round, model.get_weights())
         returned = spec.communication or rank == 0  # the ceiling: only the evaluated model comes back
         yield {"rank": rank, "weights": model.get_weights() if returned else None,
                "examples": steps * spec.batch_size_per_worker, "loss": float(history.history["loss"][-1]),
