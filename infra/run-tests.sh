@@ -27,6 +27,10 @@ unset HADOOP_CONF_DIR
 export CLOUDBURST_REQUIRE_HADOOP=1  # a test that needs Hadoop fails, never skips, under make test
 
 read -r -a pytest_args <<< "${PYTEST_ARGS:-}"
-# --durations: every log (CI's included) names the slowest tests, so the suite's time can be worked on.
-.venv/training/bin/python -m pytest --ignore=tests/airflow --durations=25 "${pytest_args[@]}"
-.venv/airflow/bin/python -m pytest tests/airflow --durations=25 "${pytest_args[@]}"
+# --durations: every log (CI's included) names the slowest tests, so the suite's time can be worked on; the JUnit
+# reports in var/test-reports/ hold every test's time (setup and teardown included) for the same purpose.
+reports=var/test-reports
+mkdir -p "$reports"
+.venv/training/bin/python -m pytest --ignore=tests/airflow --durations=25 --junitxml="$reports/training.xml" \
+    "${pytest_args[@]}"
+.venv/airflow/bin/python -m pytest tests/airflow --durations=25 --junitxml="$reports/airflow.xml" "${pytest_args[@]}"
