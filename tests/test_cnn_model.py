@@ -1,6 +1,5 @@
 """The MNIST CNN's size settings: the default is the fast model, convolutions_per_stage/dense_units build the deeper
-one, batch_norm normalises its convolutions (parameter counts computed by hand), and the settings reach the model
-every strategy builds."""
+one (parameter counts computed by hand), and the settings reach the model every strategy builds."""
 
 from __future__ import annotations
 
@@ -38,26 +37,3 @@ def test_the_size_settings_reach_the_workloads_model_and_are_bounded():
                 {"dense_units": "wide"}, {"convolutions_per_stage": 1.5}):
         with pytest.raises(RunSpecError, match=next(iter(bad))):
             RunSpec.from_mapping({"workload": "mnist_elastic_cnn", **bad}).validate()
-
-
-def test_batch_norm_normalises_every_convolution_before_its_relu_and_downpour_refuses_it():
-    from training.models.cnn import simard_cnn
-    from training.workloads import workload_for
-
-    # each convolution loses its bias (3×3×1×32 = 288, …) and gains γ, β and the two running statistics (4 per filter,
-    # 2 of them not trained): 288 + 128, 9,216 + 128, 18,432 + 256, 36,864 + 256, then the same dense layers
-    normalised = simard_cnn(convolutions_per_stage=2, dense_units=256, batch_norm=True)
-    assert normalised.count_params() == 288 + 128 + 9_216 + 128 + 18_432 + 256 + 36_864 + 256 + 262_400 + 2_570
-    assert sum(weight.shape.num_elements() for weight in normalised.non_trainable_weights) == 2 * (32 + 32 + 64 + 64)
-    kinds = [type(layer).__name__ for layer in normalised.layers]
-    assert kinds[:4] == ["Conv2D", "BatchNormalization", "ReLU", "Conv2D"]
-    assert kinds.count("BatchNormalization") == 4 and not any(layer.use_bias for layer in normalised.layers
-                                                               if type(layer).__name__ == "Conv2D")
-    spec = RunSpec.from_mapping({"workload": "mnist_elastic_cnn", "batch_norm": "true", "strategy": "averaging"})
-    spec.validate()
-    assert spec.batch_norm is True and "BatchNormalization" in {type(layer).__name__
-                                                                for layer in workload_for(spec).build_model().layers}
-    with pytest.raises(RunSpecError, match="batch_norm=true: Downpour's server learns only from pushed gradients"):
-        spec.with_changes(strategy="downpour").validate()
-    with pytest.raises(RunSpecError, match="batch_norm"):
-        RunSpec.from_mapping({"workload": "mnist_elastic_cnn", "batch_norm": "maybe"}).validate()

@@ -42,10 +42,6 @@ SETTINGS = (
             TRAINING, minimum=1, maximum=3),
     Setting("dense_units", int, 128, "Dense units", "Units of the CNN's fully connected layer.", TRAINING,
             minimum=16, maximum=4096),
-    Setting("batch_norm", bool, False, "Batch normalisation",
-            "Normalise every convolution's output over the batch before its ReLU. Horovod and averaging only: "
-            "Downpour's server applies pushed gradients, and a batch-normalised model's running statistics are not "
-            "gradients, so the server's model would never learn them.", TRAINING),
 )
 
 
@@ -63,10 +59,6 @@ def elastic_uri(spec: RunSpec) -> str:
 
 
 def check(spec: RunSpec) -> None:
-    if spec.batch_norm and spec.strategy == "downpour":
-        raise RunSpecError("batch_norm=true: Downpour's server learns only from pushed gradients and a "
-                           "batch-normalised model's running statistics are not gradients; use strategy horovod or "
-                           "averaging")
     if spec.train_limit and spec.train_limit < spec.total_workers:
         raise RunSpecError(f"train_limit={spec.train_limit!r}: must give every one of the {spec.total_workers} "
                            "workers at least one example")
