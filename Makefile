@@ -4,6 +4,7 @@ VENV ?= .venv
 TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
+TEST_WORKERS ?= 2
 
 .PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-scaling clean airflow-up airflow-down mlflow-ui
 
@@ -17,7 +18,7 @@ setup-training:  ## build only the training environment
 	infra/setup.sh training
 
 test: setup  ## lint, then every test: training env (Spark, Horovod, MLflow, real HDFS + YARN), then Airflow env
-	PYTEST_ARGS="$(PYTEST_ARGS)" infra/run-tests.sh
+	PYTEST_ARGS="$(PYTEST_ARGS)" TEST_WORKERS="$(TEST_WORKERS)" infra/run-tests.sh
 
 test-fast: setup-training  ## tests without the slow Spark/Horovod ones
 	$(TRAINING_BIN)/python -m pytest --ignore=tests/airflow -m "not spark" $(PYTEST_ARGS)

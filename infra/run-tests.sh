@@ -27,10 +27,18 @@ unset HADOOP_CONF_DIR
 export CLOUDBURST_REQUIRE_HADOOP=1  # a test that needs Hadoop fails, never skips, under make test
 
 read -r -a pytest_args <<< "${PYTEST_ARGS:-}"
+# Two pytest-xdist workers per suite (TEST_WORKERS=0: one process). A whole-suite run left a third of both cores idle
+# (waits on YARN, HDFS and the namespace hosts' links), so a second worker fills them; tests/conftest.py keeps a
+# module on one worker and starts the cluster modules first.
+workers=${TEST_WORKERS:-2}
+parallel=()
+if [[ "$workers" != 0 ]]; then
+    parallel=(-n "$workers" --dist loadgroup --no-loadscope-reorder)
+fi
 # --durations: every log (CI's included) names the slowest tests, so the suite's time can be worked on; the JUnit
 # reports in var/test-reports/ hold every test's time (setup and teardown included) for the same purpose.
 reports=var/test-reports
 mkdir -p "$reports"
-.venv/training/bin/python -m pytest --ignore=tests/airflow --durations=25 --junitxml="$reports/training.xml" \
+.venv/training/bin/python -m pytest --ignore=tests/airflow "${parallel[@]}" --durations=25 --junitxml="$reports/training.xml" \
     "${pytest_args[@]}"
-.venv/airflow/bin/python -m pytest tests/airflow --durations=25 --junitxml="$reports/airflow.xml" "${pytest_args[@]}"
+.venv/airflow/bin/python -m pytest tests/airflow "${parallel[@]}" --durations=25 --junitxml="$reports/airflow.xml" "${pytest_args[@]}"

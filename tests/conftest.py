@@ -18,6 +18,28 @@ from training.datasets import mnist
 SMALL_ROWS = {"train": 50, "test": 20}
 
 
+# --- Order and parallel runs ------------------------------------------------------------------------------
+
+# `make test` runs each suite on two pytest-xdist workers (--dist loadgroup). A module's tests stay on one worker, so
+# a module-scoped fixture (a trained model, a cluster) is built once. The two cluster modules are the longest
+# chains: they go first, each on a worker of its own, and the other modules fill in beside them. They never share a
+# cluster: the namespace cluster has its own daemons and addresses; the make-test Hadoop serves one worker.
+FIRST_MODULES = ("test_netns_cluster.py", "test_dags_on_namespace_cluster.py", "test_on_hadoop.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the xdist_group marks into the node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return FIRST_MODULES.index(item.path.name) if item.path.name in FIRST_MODULES else len(FIRST_MODULES)
+
+    items.sort(key=rank)  # stable: the order inside a module is kept (the cluster modules rely on it)
+    for item in items:
+        # Every test of the make-test Hadoop shares one worker: one of them puts HDFS in safe mode, another fills
+        # YARN to the brim, and neither may happen under another test's feet.
+        uses_hadoop = item.path.name == "test_on_hadoop.py" or "hadoop" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("hadoop" if uses_hadoop else item.path.stem))
+
+
 # --- Environment -------------------------------------------------------------------------------------------
 
 

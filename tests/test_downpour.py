@@ -80,8 +80,23 @@ def test_during_a_warm_start_worker_0_trains_alone(spark, small_spec):
     assert result.metrics["lost_workers"] == 0 and len(result.epochs) == 1
 
 
+def started_by_this_test_process(pid: int) -> bool:
+    """Whether pid descends from this pytest process: another test process (make test runs two) may be running
+    Downpour workers of its own at the same time, and they must be left alone."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            # the parent pid is the field after the ")" that ends the command name (which may itself hold spaces)
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            return False
+    return False
+
+
 def worker_process(rank: int) -> tuple[int, Path] | None:
-    """(pid, report file) of a running Downpour worker process of this rank, found by its command line."""
+    """(pid, report file) of a running Downpour worker process of this rank started by this test process, found by
+    its command line."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -90,7 +105,7 @@ def worker_process(rank: int) -> tuple[int, Path] | None:
         except OSError:
             continue
         if b"training.strategies.downpour_worker" in arguments and arguments[arguments.index(b"--rank") + 1] \
-                == str(rank).encode():
+                == str(rank).encode() and started_by_this_test_process(int(entry.name)):
             return int(entry.name), Path(arguments[arguments.index(b"--report") + 1].decode())
     return None
 
