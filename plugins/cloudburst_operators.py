@@ -197,7 +197,7 @@ def validate_run(workload: str, **context: Any) -> dict[str, Any]:
     changed = spec.differences(recorded) if recorded is not None else []
     if changed:  # caught here, not after ingest/augment/shard ran for nothing
         raise RunSpecError(f"run_name={spec.run_name!r}: {spec.run_uri()} already holds a run with other settings "
-                           f"({', '.join(changed)}); choose another run_name")
+                           f"({'; '.join(changed)}); choose another run_name")
     scheduled_on = spec.definition.scheduled_on
     if scheduled_on and triggering_uri(context, scheduled_on):
         setting = spec.definition.scheduled_on_setting

@@ -207,3 +207,19 @@ def test_shard_rows_come_only_from_a_well_formed_manifest():
     for manifest in ({"num_shards": 2}, {"shards": "two"}, {"shards": [{"rows": "10"}]}, {"shards": [{"rows": True}]},
                      {"shards": [None]}):
         assert shard_rows(manifest) is None, manifest
+
+
+def test_a_recorded_run_differs_by_each_changed_setting_and_by_one_this_version_no_longer_has():
+    spec = RunSpec(epochs=3)
+    recorded = spec.to_mapping()
+    assert spec.differences(recorded) == []
+    # a setting added since the run was recorded counts as equal while this spec holds its default
+    older = {name: value for name, value in recorded.items() if name != "server_optimizer"}
+    assert spec.differences(older) == []
+    assert spec.with_changes(server_optimizer="adam").differences(older) == [
+        "server_optimizer: recorded 'adagrad', now 'adam'"]
+    assert spec.differences({**recorded, "epochs": 5, "strategy": "downpour"}) == [
+        "epochs: recorded 5, now 3", "strategy: recorded 'downpour', now 'horovod'"]
+    # a setting removed since: the run may have used it, so it is not reused, and the message says why
+    assert spec.differences({**recorded, "batch_norm": False}) == [
+        "batch_norm: recorded False, not a setting of this version"]

@@ -274,12 +274,19 @@ class _RunSpecMethods:
         return params
 
     def differences(self, recorded: dict[str, Any]) -> list[str]:
-        """Settings in which a recorded spec differs from this one; a setting added since it was recorded counts
-        as equal while this spec holds its default."""
+        """The settings in which a recorded spec differs from this one, each as "name: recorded X, now Y". A
+        setting added since it was recorded counts as equal while this spec holds its default; one that this
+        version no longer has is named as such (what it did cannot be redone, so the run is not reused)."""
         mine = self.to_mapping()
         defaults = workload_defaults(self.workload)
-        return sorted(name for name in recorded.keys() | mine.keys()
-                      if recorded.get(name, defaults.get(name)) != mine.get(name))
+        described = []
+        for name in sorted(recorded.keys() | mine.keys()):
+            before, now = recorded.get(name, defaults.get(name)), mine.get(name)
+            if name not in mine and name not in defaults:
+                described.append(f"{name}: recorded {before!r}, not a setting of this version")
+            elif before != now:
+                described.append(f"{name}: recorded {before!r}, now {now!r}")
+        return described
 
 
 def _metavar(entry: Setting) -> str:

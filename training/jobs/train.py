@@ -53,7 +53,7 @@ def _recorded_spec(spec: RunSpec) -> dict[str, Any] | None:
     changed = spec.differences(recorded) if recorded is not None else []
     if changed:
         raise RunSpecError(f"run_name={spec.run_name!r}: {run_uri} already holds a run with other settings "
-                           f"({', '.join(changed)}); choose another run_name")
+                           f"({'; '.join(changed)}); choose another run_name")
     return recorded
 
 
