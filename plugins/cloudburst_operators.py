@@ -193,11 +193,8 @@ def validate_run(workload: str, **context: Any) -> dict[str, Any]:
     if spec.existing_shards:
         manifest = storage.require_manifest(spec.existing_shards, IMAGE_SHARDS)
         spec.validate_shards(manifest["num_shards"], shard_rows(manifest))
-    recorded = storage.read_json(storage.join(spec.run_uri(), RUN_SPEC_FILE))
-    changed = spec.differences(recorded) if recorded is not None else []
-    if changed:  # caught here, not after ingest/augment/shard ran for nothing
-        raise RunSpecError(f"run_name={spec.run_name!r}: {spec.run_uri()} already holds a run with other settings "
-                           f"({'; '.join(changed)}); choose another run_name")
+    # caught here, not after ingest/augment/shard ran for nothing
+    spec.refuse_other_run(storage.read_json(storage.join(spec.run_uri(), RUN_SPEC_FILE)))
     scheduled_on = spec.definition.scheduled_on
     if scheduled_on and triggering_uri(context, scheduled_on):
         setting = spec.definition.scheduled_on_setting

@@ -223,3 +223,8 @@ def test_a_recorded_run_differs_by_each_changed_setting_and_by_one_this_version_
     # a setting removed since: the run may have used it, so it is not reused, and the message says why
     assert spec.differences({**recorded, "batch_norm": False}) == [
         "batch_norm: recorded False, not a setting of this version"]
+    spec.refuse_other_run(None)  # nothing recorded yet
+    spec.refuse_other_run(recorded)
+    with pytest.raises(RunSpecError, match=r"already holds a run with other settings \(epochs: recorded 5, now 3; "
+                                           r"strategy: recorded 'downpour', now 'horovod'\); choose another run_name"):
+        spec.refuse_other_run({**recorded, "epochs": 5, "strategy": "downpour"})

@@ -288,6 +288,13 @@ class _RunSpecMethods:
                 described.append(f"{name}: recorded {before!r}, now {now!r}")
         return described
 
+    def refuse_other_run(self, recorded: dict[str, Any] | None) -> None:
+        """Refuse a run directory whose recorded spec differs from this one (None: nothing recorded yet)."""
+        changed = self.differences(recorded) if recorded is not None else []
+        if changed:
+            raise RunSpecError(f"run_name={self.run_name!r}: {self.run_uri()} already holds a run with other "
+                               f"settings ({'; '.join(changed)}); choose another run_name")
+
 
 def _metavar(entry: Setting) -> str:
     if entry.choices is not None:

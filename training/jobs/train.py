@@ -48,12 +48,8 @@ def require_test_examples(manifest: dict[str, Any]) -> None:
 
 def _recorded_spec(spec: RunSpec) -> dict[str, Any] | None:
     """The spec recorded in the run directory (None if none yet); a different spec there is refused."""
-    run_uri = spec.run_uri()
-    recorded = storage.read_json(storage.join(run_uri, SPEC_FILE))
-    changed = spec.differences(recorded) if recorded is not None else []
-    if changed:
-        raise RunSpecError(f"run_name={spec.run_name!r}: {run_uri} already holds a run with other settings "
-                           f"({'; '.join(changed)}); choose another run_name")
+    recorded = storage.read_json(storage.join(spec.run_uri(), SPEC_FILE))
+    spec.refuse_other_run(recorded)
     return recorded
 
 
