@@ -77,3 +77,35 @@ def test_the_mnist_workload_deforms_batches_only_when_asked_and_through_the_inpu
     (plain_batch, plain_labels), (deformed_batch, deformed_labels) = next(iter(plain)), next(iter(deformed))
     assert np.array_equal(plain_labels, deformed_labels)  # same examples, same order
     assert not np.allclose(plain_batch.numpy(), deformed_batch.numpy())
+
+
+def test_a_fraction_deforms_that_share_of_a_batch_and_leaves_the_rest_exactly_as_stored():
+    images = tf.constant(np.repeat(digits(4), 50, axis=0)[..., None] / 255.0, tf.float32)  # 200 images
+    seed = tf.constant([5, 9], tf.int64)
+    everything = make_elastic_augmenter(34.0, 4.0)(images, seed).numpy()
+    for fraction, low, high in [(0.25, 30, 70), (0.5, 75, 125), (0.9, 160, 195)]:
+        partly = make_elastic_augmenter(34.0, 4.0, fraction)(images, seed).numpy()
+        untouched = np.all(partly == images.numpy(), axis=(1, 2, 3))
+        deformed = ~untouched
+        assert low <= deformed.sum() <= high, (fraction, deformed.sum())
+        # the deformed ones are deformed exactly as with fraction 1: the choice does not change the fields
+        assert np.array_equal(partly[deformed], everything[deformed])
+        assert np.array_equal(partly, make_elastic_augmenter(34.0, 4.0, fraction)(images, seed).numpy())
+    assert np.array_equal(make_elastic_augmenter(34.0, 4.0, 0.0)(images, seed).numpy(), images.numpy())
+    for fraction in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="between 0 and 1"):
+            make_elastic_augmenter(34.0, 4.0, fraction)
+
+
+def test_elastic_fraction_is_a_setting_that_needs_online_elastic():
+    from training.settings import RunSpecError
+    from training.workloads import workload_for
+
+    RunSpec(workload="mnist_elastic_cnn", online_elastic=True, elastic_fraction=0.5).validate()
+    with pytest.raises(RunSpecError, match="elastic_fraction=0.5: only applies with online_elastic"):
+        RunSpec(workload="mnist_elastic_cnn", elastic_fraction=0.5).validate()
+    with pytest.raises(RunSpecError, match="elastic_fraction"):
+        RunSpec(workload="mnist_elastic_cnn", online_elastic=True, elastic_fraction=1.5).validate()
+    workload = workload_for(RunSpec(workload="mnist_elastic_cnn", online_elastic=True, elastic_fraction=0.0))
+    images = tf.constant(digits()[..., None] / 255.0, tf.float32)
+    assert np.array_equal(workload.augment_batch(images, tf.constant([1, 1], tf.int64)).numpy(), images.numpy())

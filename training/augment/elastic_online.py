@@ -43,18 +43,28 @@ def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float) -> 
     return (upper + row_weight * (lower - upper))[..., None]
 
 
-def make_elastic_augmenter(alpha: float, sigma: float) -> Callable[[Any, Any], Any]:
-    """``augment(images, seed)`` for the input pipeline: images (n, h, w, 1) float, seed int64[2] (stateless)."""
+def make_elastic_augmenter(alpha: float, sigma: float, fraction: float = 1.0) -> Callable[[Any, Any], Any]:
+    """``augment(images, seed)`` for the input pipeline: images (n, h, w, 1) float, seed int64[2] (stateless).
+
+    ``fraction`` is the share of each batch that is deformed, image by image at random; the rest pass unchanged
+    (their field is zero, and a zero displacement resamples every pixel exactly where it was).
+    """
     validate_parameters(alpha, sigma)
+    if not 0.0 <= fraction <= 1.0:  # also refuses NaN
+        raise ValueError(f"fraction={fraction!r}: must be between 0 and 1")
 
     def augment(images: Any, seed: Any) -> Any:
         import tensorflow as tf
 
-        if alpha == 0:
+        if alpha == 0 or fraction == 0:
             return images
         count = tf.shape(images)[0]
         fields = tf.random.stateless_uniform(tf.stack([count, 2, images.shape[1], images.shape[2]]), seed,
                                              minval=-1.0, maxval=1.0)
+        if fraction < 1.0:  # which images: a seed split off the batch's own, so the fields stay as before
+            choice_seed = tf.random.experimental.stateless_split(seed, 1)[0]
+            chosen = tf.random.stateless_uniform(tf.reshape(count, [1]), choice_seed) < fraction
+            fields *= tf.cast(chosen, fields.dtype)[:, None, None, None]
         return deform_with_fields(images, fields, alpha, sigma)
 
     return augment

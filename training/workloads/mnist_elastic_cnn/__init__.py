@@ -36,6 +36,10 @@ SETTINGS = (
             "Deform every training batch afresh while training (same α and σ), as Simard et al. did, so no epoch "
             "sees the same distortion twice; the stored copies (augment_copies) are deformed again too. Costs about "
             "4.6 ms per 128-image batch (measured; a step is about 28 ms on 2 cores).", AUGMENTATION),
+    Setting("elastic_fraction", float, 1.0, "Share of each batch deformed on the fly",
+            "With online_elastic: the share of each training batch deformed, image by image at random; the rest are "
+            "seen as stored. 1 deforms every image (Simard et al.); less keeps undeformed digits, like the test "
+            "set's, in every batch.", AUGMENTATION, minimum=0, maximum=1),
     Setting("convolutions_per_stage", int, 1, "Convolutions per stage",
             "3×3 convolutions before each of the CNN's two poolings (32 then 64 filters). 1 is the fast model "
             "(225,034 parameters); 2 is the deeper one, measured 2.8–3.5× slower per image on 2 cores.",
@@ -59,6 +63,8 @@ def elastic_uri(spec: RunSpec) -> str:
 
 
 def check(spec: RunSpec) -> None:
+    if spec.elastic_fraction != 1.0 and not spec.online_elastic:
+        raise RunSpecError(f"elastic_fraction={spec.elastic_fraction!r}: only applies with online_elastic=true")
     if spec.train_limit and spec.train_limit < spec.total_workers:
         raise RunSpecError(f"train_limit={spec.train_limit!r}: must give every one of the {spec.total_workers} "
                            "workers at least one example")

@@ -50,4 +50,5 @@ def trainable(spec: RunSpec) -> Trainable:
     return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=build_model,
                      make_optimizer=adam, load_shard=load_shard, load_split=load_split,
                      class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)),
-                     augment_batch=make_elastic_augmenter(spec.alpha, spec.sigma) if spec.online_elastic else None)
+                     augment_batch=(make_elastic_augmenter(spec.alpha, spec.sigma, spec.elastic_fraction)
+                                    if spec.online_elastic else None))
