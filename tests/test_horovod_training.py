@@ -55,6 +55,24 @@ def test_a_cosine_decay_after_the_warm_up_trains_with_horovods_own_callbacks(spa
     assert result.epochs[-1]["val_accuracy"] > 0.6
 
 
+def test_with_weight_averaging_the_ranks_evaluate_and_save_the_average(spark, small_spec):
+    from training.strategies.checkpoints import load_model
+    from training.strategies.evaluation_clock import correct_predictions
+    from training.workloads import workload_for
+
+    spec = small_spec.with_changes(epochs=2, weight_average_decay=0.9, run_name="averaged")
+    evaluation = EvaluationSet(spec.augmented_uri())
+    result = HorovodStrategy().train(spec, spec.shards_uri(), evaluation, storage.join(spec.run_uri(), "direct"),
+                                     spark)
+    assert result.extra["ranks_in_sync"] is True  # both ranks hold the same average
+    last = result.epochs[-1]
+    assert last["val_accuracy"] > 0.6 and last["val_accuracy_trained_weights"] > 0.6
+    # The saved model is the average the last evaluation measured, not the weights training ended with.
+    images, labels = evaluation.load(workload_for(spec))
+    saved_accuracy = correct_predictions(load_model(result.model_uri), images, labels) / len(labels)
+    assert saved_accuracy == pytest.approx(last["val_accuracy"])
+
+
 def test_a_finished_run_is_not_trained_again(spark, small_spec, request):
     first = train_run(spark, small_spec)
     started = time.perf_counter()

@@ -175,6 +175,9 @@ class _RunSpecMethods:
         definition = workloads.definition(self.workload)
         for name, entry in SETTINGS.items():
             entry.check(getattr(self, name))
+        if self.weight_average_decay and self.strategy != "horovod":
+            raise RunSpecError(f"weight_average_decay={self.weight_average_decay!r}: only the horovod strategy "
+                               f"keeps a weight average, not {self.strategy}")
         if definition.check is not None:
             definition.check(self)
         return self

@@ -176,6 +176,12 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "from the scaled rate down to 0 at the end of the last epoch, step by step — what large global "
             "batches need to settle (Goyal et al. 2017 warm up; Loshchilov & Hutter 2017 decay).", TRAINING,
             choices=LEARNING_RATE_DECAYS),
+    Setting("weight_average_decay", float, 0.0, "Weight averaging: decay (Horovod)",
+            "0: off. Otherwise an exponential moving average of the weights is kept beside training, moved "
+            "towards them after every step by 1 − this decay (0.999 averages about the last 1,000 steps); "
+            "evaluations, time-to-target and the saved model use the average, training itself is unchanged, and "
+            "the trained weights' accuracy is logged beside it (val_accuracy_trained_weights). Polyak & "
+            "Juditsky 1992. Horovod only.", TRAINING, minimum=0, maximum=0.99999),
     Setting("seed", int, 0, "Seed", "Seeds augmentation, sharding and weight initialisation.", TRAINING,
             minimum=0, maximum=2**31 - 1),
     Setting("target_accuracy", float, 0.99, "Target accuracy",

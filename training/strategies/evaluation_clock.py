@@ -3,8 +3,10 @@ so time-to-target is not rounded to whole epochs nor inflated by the evaluations
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import numpy as np
 import tensorflow as tf
@@ -36,11 +38,16 @@ class EvaluationClock(tf.keras.callbacks.Callback):
     """Evaluate at ``bookkeeping.evaluation_schedule(steps_per_epoch, evaluations_per_epoch)``, the last at the
     epoch's end. ``combine`` sums (correct, total) over workers (an all-reduce for synchronous strategies); each
     worker evaluates only its own slice of the evaluation set.
+
+    ``evaluated_weights`` (e.g. :meth:`WeightAverage.swapped_in`) puts the weights to evaluate in the model for the
+    length of each evaluation; the trained weights are then also evaluated at each epoch's end, as
+    ``val_accuracy_trained_weights``, so a run shows what averaging gained.
     """
 
     def __init__(self, images: np.ndarray, labels: np.ndarray, evaluations_per_epoch: int, steps_per_epoch: int,
                  target_accuracy: float, combine: Callable[[np.ndarray], np.ndarray],
-                 clock_offset_seconds: float = 0.0) -> None:
+                 clock_offset_seconds: float = 0.0,
+                 evaluated_weights: Callable[[], AbstractContextManager[None]] | None = None) -> None:
         super().__init__()
         self.images, self.labels = images, labels
         self.steps_per_epoch = steps_per_epoch
@@ -55,6 +62,7 @@ class EvaluationClock(tf.keras.callbacks.Callback):
         self.epoch_started = 0.0
         self.epoch_evaluation_seconds = 0.0
         self.started = 0.0
+        self.evaluated_weights = evaluated_weights
 
     @property
     def time_to_target_seconds(self) -> float | None:
@@ -80,16 +88,24 @@ class EvaluationClock(tf.keras.callbacks.Callback):
         accuracy = self.evaluate(epoch + 1.0)
         if logs is not None:
             logs["val_accuracy"] = accuracy
+            if self.evaluated_weights is not None:
+                logs["val_accuracy_trained_weights"] = self.accuracy(contextlib.nullcontext())
             logs["epoch_seconds"] = time.perf_counter() - self.epoch_started - self.epoch_evaluation_seconds
 
     def evaluate(self, position: float) -> float:
-        started = time.perf_counter()
         clock = self.training_seconds()
-        local = np.array([correct_predictions(self.model, self.images, self.labels), len(self.labels)], np.float64)
-        correct, total = self.combine(local)
-        accuracy = float(correct / total)
+        accuracy = self.accuracy(self.evaluated_weights() if self.evaluated_weights else contextlib.nullcontext())
         self.evaluations.append(evaluation(clock, position, accuracy))
+        return accuracy
+
+    def accuracy(self, weights: AbstractContextManager[None]) -> float:
+        """Test accuracy over every worker's slice with ``weights`` in the model; off the training clock."""
+        started = time.perf_counter()
+        with weights:
+            local = np.array([correct_predictions(self.model, self.images, self.labels), len(self.labels)],
+                             np.float64)
+        correct, total = self.combine(local)
         spent = time.perf_counter() - started
         self.evaluation_seconds += spent
         self.epoch_evaluation_seconds += spent
-        return accuracy
+        return float(correct / total)

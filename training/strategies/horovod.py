@@ -12,6 +12,7 @@ throughputs (they no longer wait for each other).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import re
@@ -48,6 +49,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     from training.config import RunSpec
     from training.strategies.checkpoints import CheckpointStore, save_model
     from training.strategies.evaluation_clock import EvaluationClock
+    from training.strategies.weight_average import WeightAverage
     from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
@@ -86,8 +88,11 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
         optimizer = workload.make_optimizer(spec.learning_rate)
     model.compile(optimizer=optimizer, loss=workload.make_loss(), metrics=["accuracy"])
 
+    # Built before the checkpoint so a resumed run restores the average with the weights.
+    weight_average = WeightAverage(model, spec.weight_average_decay) if spec.weight_average_decay else None
     checkpoints = CheckpointStore(run_uri)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                     **({"weight_average": weight_average.state()} if weight_average else {}))
     if spec.communication:
         resumed_from = hvd_ops.broadcast_object(checkpoints.latest_epoch() if rank == 0 else None, root_rank=0)
     else:  # every rank reads rank 0's checkpoints itself (shared storage); nothing is sent
@@ -113,6 +118,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
         target_accuracy=spec.target_accuracy,
         combine=evaluation_counts,
         clock_offset_seconds=previous["training_seconds"],
+        evaluated_weights=weight_average.swapped_in if weight_average else None,
     )
     epochs: list[dict[str, float]] = list(previous["epochs"])
 
@@ -128,10 +134,13 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
             row = bookkeeping.epoch_row(epoch + 1, logs["loss"], logs["accuracy"], logs["val_accuracy"],
                                         logs["epoch_seconds"],
                                         samples=steps_per_epoch * spec.batch_size_per_worker * ranks_counted)
+            if "val_accuracy_trained_weights" in logs:
+                row["val_accuracy_trained_weights"] = float(logs["val_accuracy_trained_weights"])
             epochs.append(row)
             if rank == 0:
                 measuring_started = time.perf_counter()
-                row.update(workload.measure_epoch(self.model))
+                with weight_average.swapped_in() if weight_average else contextlib.nullcontext():
+                    row.update(workload.measure_epoch(self.model))
                 clock.evaluation_seconds += time.perf_counter() - measuring_started  # off the training clock
                 print(f"[horovod] {bookkeeping.describe_epoch(row, spec.epochs)}", flush=True)
                 checkpoints.save(epoch + 1, checkpoint, {
@@ -156,10 +165,13 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
                 initial_lr=scaled_learning_rate, multiplier=cosine_decay(spec.warmup_epochs, spec.epochs),
                 start_epoch=spec.warmup_epochs, end_epoch=spec.epochs, staircase=False,
                 steps_per_epoch=steps_per_epoch))
-    callbacks += [clock, EpochRecorder()]
+    # After Horovod's broadcast (the average starts from rank 0's weights), before the evaluations that use it.
+    callbacks += [*([weight_average] if weight_average else []), clock, EpochRecorder()]
     model.fit(dataset, epochs=spec.epochs, initial_epoch=resumed_from, steps_per_epoch=steps_per_epoch,
               callbacks=callbacks, verbose=0)
 
+    if weight_average:
+        weight_average.install()  # the result is the average: its digest, its saved model
     weights_sha256 = _weights_digest(model)
     if rank != 0:
         if spec.communication:
