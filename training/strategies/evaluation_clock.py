@@ -94,9 +94,14 @@ class EvaluationClock(tf.keras.callbacks.Callback):
 
     def evaluate(self, position: float) -> float:
         clock = self.training_seconds()
-        accuracy = self.accuracy(self.evaluated_weights() if self.evaluated_weights else contextlib.nullcontext())
+        accuracy = self.accuracy(self.weights_to_evaluate())
         self.evaluations.append(evaluation(clock, position, accuracy))
         return accuracy
+
+    def weights_to_evaluate(self) -> AbstractContextManager[None]:
+        """The weights every evaluation measures, in the model for the block (the trained ones by default); other
+        per-epoch measures use it too, so they see the same model."""
+        return self.evaluated_weights() if self.evaluated_weights else contextlib.nullcontext()
 
     def accuracy(self, weights: AbstractContextManager[None]) -> float:
         """Test accuracy over every worker's slice with ``weights`` in the model; off the training clock."""

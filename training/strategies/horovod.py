@@ -12,7 +12,6 @@ throughputs (they no longer wait for each other).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import re
@@ -139,7 +138,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
             epochs.append(row)
             if rank == 0:
                 measuring_started = time.perf_counter()
-                with weight_average.swapped_in() if weight_average else contextlib.nullcontext():
+                with clock.weights_to_evaluate():
                     row.update(workload.measure_epoch(self.model))
                 clock.evaluation_seconds += time.perf_counter() - measuring_started  # off the training clock
                 print(f"[horovod] {bookkeeping.describe_epoch(row, spec.epochs)}", flush=True)
