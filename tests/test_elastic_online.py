@@ -109,3 +109,72 @@ def test_elastic_fraction_is_a_setting_that_needs_online_elastic():
     workload = workload_for(RunSpec(workload="mnist_elastic_cnn", online_elastic=True, elastic_fraction=0.0))
     images = tf.constant(digits()[..., None] / 255.0, tf.float32)
     assert np.array_equal(workload.augment_batch(images, tf.constant([1, 1], tf.int64)).numpy(), images.numpy())
+
+
+def test_an_affine_matrix_rotates_and_scales_about_the_centre_on_top_of_the_elastic_field():
+    images = digits(3)
+    as_input = tf.constant(images[..., None] / 255.0, tf.float32)
+    still = tf.zeros((3, 2, 28, 28), tf.float32)
+    quarter_turn = tf.constant([[[0.0, -1.0], [1.0, 0.0]]] * 3)  # pixel (r, c) is read at (27 − c, r)
+    turned = np.rint(deform_with_fields(as_input, still, 34.0, 4.0, quarter_turn).numpy()[..., 0] * 255)
+    assert np.array_equal(turned, images[:, ::-1, :].transpose(0, 2, 1).astype(np.float64))
+    identity = tf.eye(2, batch_shape=[3])
+    fields = tf.constant(elastic.uniform_fields(7, np.arange(3), np.ones(3, np.int64), (28, 28)))
+    assert np.allclose(deform_with_fields(as_input, fields, 34.0, 4.0, identity).numpy(),
+                       deform_with_fields(as_input, fields, 34.0, 4.0).numpy(), atol=1e-5)
+    # scale 2 on an odd-sized image: pixel (r, c) is read at (13 + 2(r − 13), 13 + 2(c − 13)), zero outside
+    odd = np.arange(27 * 27, dtype=np.float32).reshape(1, 27, 27) / (27 * 27)
+    doubled = deform_with_fields(tf.constant(odd[..., None]), tf.zeros((1, 2, 27, 27)), 34.0, 4.0,
+                                 tf.constant([[[2.0, 0.0], [0.0, 2.0]]])).numpy()[0, ..., 0]
+    inside = np.arange(7, 20)
+    assert np.allclose(doubled[np.ix_(inside, inside)], odd[0][np.ix_(13 + 2 * (inside - 13), 13 + 2 * (inside - 13))],
+                       atol=1e-5)
+    assert np.all(doubled[:6] == 0) and np.all(doubled[:, 21:] == 0)
+
+
+def test_random_rotations_and_scales_stay_within_their_bounds_and_fill_them():
+    from training.augment.elastic_online import random_affine
+
+    matrices = random_affine(tf.constant(2000), tf.constant([1, 2], tf.int64), 15.0, 0.1).numpy()
+    angles = np.degrees(np.arctan2(matrices[:, 1, 0], matrices[:, 0, 0]))
+    scales = np.linalg.norm(matrices, axis=1)  # column j of R(θ)·diag(s) has length s_j
+    assert np.abs(angles).max() <= 15.0 + 1e-4 and np.abs(angles).max() > 14.5
+    assert scales.min() >= 0.9 - 1e-5 and scales.max() <= 1.1 + 1e-5 and scales.min() < 0.91 and scales.max() > 1.09
+    assert abs(np.corrcoef(scales[:, 0], scales[:, 1])[0, 1]) < 0.1  # rows and columns drawn apart
+    assert np.array_equal(matrices, random_affine(tf.constant(2000), tf.constant([1, 2], tf.int64), 15.0, 0.1).numpy())
+
+
+def test_rotation_and_scaling_apply_to_the_deformed_share_only_and_leave_its_elastic_field_as_it_was():
+    images = tf.constant(np.repeat(digits(4), 25, axis=0)[..., None] / 255.0, tf.float32)  # 100 images
+    seed = tf.constant([5, 9], tf.int64)
+    elastic_only = make_elastic_augmenter(34.0, 4.0, 0.5)(images, seed).numpy()
+    with_affine = make_elastic_augmenter(34.0, 4.0, 0.5, rotation_degrees=15.0, scale_jitter=0.15)(images, seed)
+    untouched = np.all(elastic_only == images.numpy(), axis=(1, 2, 3))
+    assert np.array_equal(np.all(with_affine.numpy() == images.numpy(), axis=(1, 2, 3)), untouched)
+    assert not np.allclose(with_affine.numpy()[~untouched], elastic_only[~untouched])
+    # affine alone (α = 0) still moves the chosen images
+    affine_only = make_elastic_augmenter(0.0, 4.0, 1.0, rotation_degrees=15.0)(images, seed).numpy()
+    assert not np.allclose(affine_only, images.numpy())
+    for keyword, value in [("rotation_degrees", -1.0), ("rotation_degrees", 181.0), ("rotation_degrees", float("nan")),
+                           ("scale_jitter", -0.1), ("scale_jitter", 0.6), ("scale_jitter", float("nan"))]:
+        with pytest.raises(ValueError, match=f"{keyword}=.*must be between"):
+            make_elastic_augmenter(34.0, 4.0, **{keyword: value})
+
+
+def test_rotation_and_scaling_are_settings_that_need_online_elastic():
+    from training.settings import RunSpecError
+    from training.workloads import workload_for
+
+    spec = RunSpec(workload="mnist_elastic_cnn", online_elastic=True, rotation_degrees=15.0, scale_jitter=0.15)
+    spec.validate()
+    for name, value in [("rotation_degrees", 15.0), ("scale_jitter", 0.15)]:
+        with pytest.raises(RunSpecError, match=f"{name}={value}: only applies with online_elastic"):
+            RunSpec(workload="mnist_elastic_cnn", **{name: value}).validate()
+    for name, value in [("rotation_degrees", 200.0), ("scale_jitter", 0.9), ("rotation_degrees", -5.0)]:
+        with pytest.raises(RunSpecError, match=name):
+            RunSpec(workload="mnist_elastic_cnn", online_elastic=True, **{name: value}).validate()
+    augment = workload_for(spec).augment_batch
+    images = tf.constant(digits()[..., None] / 255.0, tf.float32)
+    plain_elastic = workload_for(RunSpec(workload="mnist_elastic_cnn", online_elastic=True)).augment_batch
+    seed = tf.constant([1, 1], tf.int64)
+    assert not np.allclose(augment(images, seed).numpy(), plain_elastic(images, seed).numpy())

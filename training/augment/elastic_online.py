@@ -5,6 +5,10 @@ The same transformation as :mod:`training.augment.elastic` (uniform(−1, 1) fie
 matrices with scipy's 'reflect' boundary, scaled by α, bilinear resampling with zero outside), on float model inputs
 and with TensorFlow's stateless random numbers: the input pipeline seeds each batch by run seed, worker and batch
 number, so a batch's deformation never depends on which process or retry drew it.
+
+Optionally each deformed image is also rotated and scaled at random about its centre (an affine distortion, as
+Cireşan et al. 2010 combined with Simard's elastic one): its matrix is added to the same displacement field, so the
+image is still resampled once.
 """
 
 from __future__ import annotations
@@ -14,15 +18,29 @@ from typing import Any
 
 from training.augment.elastic import gaussian_smoothing_matrix, validate_parameters
 
+MAX_ROTATION_DEGREES = 180.0
+MAX_SCALE_JITTER = 0.5  # beyond ±50 % a digit leaves the 28 × 28 frame or shrinks to a few pixels
 
-def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float) -> Any:
-    """Deform float images (n, h, w, 1) by uniform(−1, 1) fields (n, 2, h, w): [:, 0] moves rows, [:, 1] columns."""
+
+def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float, affine: Any = None) -> Any:
+    """Deform float images (n, h, w, 1) by uniform(−1, 1) fields (n, 2, h, w): [:, 0] moves rows, [:, 1] columns.
+
+    ``affine`` (n, 2, 2), optional: output pixel p (row, column) is read at c + A·(p − c) plus its elastic
+    displacement, c the image centre; the identity leaves the image as the elastic field alone makes it.
+    """
     import tensorflow as tf
 
     height, width = int(images.shape[1]), int(images.shape[2])
     row_smoother = tf.constant(gaussian_smoothing_matrix(height, sigma), tf.float32)
     column_smoother = tf.constant(gaussian_smoothing_matrix(width, sigma).T * alpha, tf.float32)
     displacements = tf.matmul(row_smoother, tf.matmul(fields, column_smoother))  # (n, 2, h, w)
+    if affine is not None:
+        row_offset = tf.range(height, dtype=tf.float32)[None, :, None] - (height - 1) / 2
+        column_offset = tf.range(width, dtype=tf.float32)[None, None, :] - (width - 1) / 2
+        affine = tf.cast(affine, tf.float32)[:, :, :, None, None]  # broadcast over (h, w)
+        row_shift = (affine[:, 0, 0] - 1) * row_offset + affine[:, 0, 1] * column_offset
+        column_shift = affine[:, 1, 0] * row_offset + (affine[:, 1, 1] - 1) * column_offset
+        displacements += tf.stack([row_shift, column_shift], axis=1)
     rows = tf.clip_by_value(displacements[:, 0] + tf.range(height, dtype=tf.float32)[:, None], -1.0, float(height))
     cols = tf.clip_by_value(displacements[:, 1] + tf.range(width, dtype=tf.float32)[None, :], -1.0, float(width))
     row0, col0 = tf.floor(rows), tf.floor(cols)
@@ -43,28 +61,57 @@ def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float) -> 
     return (upper + row_weight * (lower - upper))[..., None]
 
 
-def make_elastic_augmenter(alpha: float, sigma: float, fraction: float = 1.0) -> Callable[[Any, Any], Any]:
+def random_affine(count: Any, seed: Any, rotation_degrees: float, scale_jitter: float) -> Any:
+    """(count, 2, 2) matrices R(θ)·diag(s_row, s_column): θ uniform in ±rotation_degrees, each s uniform in
+    1 ± scale_jitter (rows and columns apart, so a digit may also get narrower or taller)."""
+    import math
+
+    import tensorflow as tf
+
+    angle_seed, scale_seed = (tf.random.experimental.stateless_fold_in(seed, salt) for salt in (101, 102))
+    limit = math.radians(rotation_degrees)
+    angle = tf.random.stateless_uniform(tf.reshape(count, [1]), angle_seed, minval=-limit, maxval=limit)
+    scales = tf.random.stateless_uniform(tf.stack([count, 2]), scale_seed, minval=1.0 - scale_jitter,
+                                         maxval=1.0 + scale_jitter)
+    cosine, sine = tf.cos(angle), tf.sin(angle)
+    rotation = tf.reshape(tf.stack([cosine, -sine, sine, cosine], axis=1), [-1, 2, 2])
+    return rotation * scales[:, None, :]  # R · diag(s): column j of R times s_j
+
+
+def make_elastic_augmenter(alpha: float, sigma: float, fraction: float = 1.0, rotation_degrees: float = 0.0,
+                           scale_jitter: float = 0.0) -> Callable[[Any, Any], Any]:
     """``augment(images, seed)`` for the input pipeline: images (n, h, w, 1) float, seed int64[2] (stateless).
 
     ``fraction`` is the share of each batch that is deformed, image by image at random; the rest pass unchanged
-    (their field is zero, and a zero displacement resamples every pixel exactly where it was).
+    (their field is zero, and a zero displacement resamples every pixel exactly where it was). A deformed image is
+    also rotated by up to ±``rotation_degrees`` and scaled by 1 ± ``scale_jitter`` when those are above 0; the
+    elastic fields are drawn as without them.
     """
     validate_parameters(alpha, sigma)
     if not 0.0 <= fraction <= 1.0:  # also refuses NaN
         raise ValueError(f"fraction={fraction!r}: must be between 0 and 1")
+    if not 0.0 <= rotation_degrees <= MAX_ROTATION_DEGREES:
+        raise ValueError(f"rotation_degrees={rotation_degrees!r}: must be between 0 and {MAX_ROTATION_DEGREES:g}")
+    if not 0.0 <= scale_jitter <= MAX_SCALE_JITTER:
+        raise ValueError(f"scale_jitter={scale_jitter!r}: must be between 0 and {MAX_SCALE_JITTER:g}")
+    with_affine = rotation_degrees > 0 or scale_jitter > 0
 
     def augment(images: Any, seed: Any) -> Any:
         import tensorflow as tf
 
-        if alpha == 0 or fraction == 0:
+        if (alpha == 0 and not with_affine) or fraction == 0:
             return images
         count = tf.shape(images)[0]
         fields = tf.random.stateless_uniform(tf.stack([count, 2, images.shape[1], images.shape[2]]), seed,
                                              minval=-1.0, maxval=1.0)
+        affine = random_affine(count, seed, rotation_degrees, scale_jitter) if with_affine else None
         if fraction < 1.0:  # which images: a seed split off the batch's own, so the fields stay as before
             choice_seed = tf.random.experimental.stateless_split(seed, 1)[0]
-            chosen = tf.random.stateless_uniform(tf.reshape(count, [1]), choice_seed) < fraction
-            fields *= tf.cast(chosen, fields.dtype)[:, None, None, None]
-        return deform_with_fields(images, fields, alpha, sigma)
+            chosen = tf.cast(tf.random.stateless_uniform(tf.reshape(count, [1]), choice_seed) < fraction,
+                             fields.dtype)
+            fields *= chosen[:, None, None, None]
+            if affine is not None:  # the others get the identity
+                affine = tf.eye(2) + (affine - tf.eye(2)) * chosen[:, None, None]
+        return deform_with_fields(images, fields, alpha, sigma, affine)
 
     return augment

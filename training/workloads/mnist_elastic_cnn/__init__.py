@@ -40,6 +40,13 @@ SETTINGS = (
             "With online_elastic: the share of each training batch deformed, image by image at random; the rest are "
             "seen as stored. 1 deforms every image (Simard et al.); less keeps undeformed digits, like the test "
             "set's, in every batch.", AUGMENTATION, minimum=0, maximum=1),
+    Setting("rotation_degrees", float, 0.0, "Random rotation on the fly (± degrees)",
+            "With online_elastic: each deformed image is also rotated about its centre by an angle drawn uniformly "
+            "in ± this many degrees (Cireşan et al. 2010 used 15 with elastic deformation). 0: no rotation.",
+            AUGMENTATION, minimum=0, maximum=180),
+    Setting("scale_jitter", float, 0.0, "Random scaling on the fly (± share)",
+            "With online_elastic: each deformed image is also scaled about its centre by 1 ± up to this share, rows "
+            "and columns apart (Cireşan et al. 2010: 0.15). 0: no scaling.", AUGMENTATION, minimum=0, maximum=0.5),
     Setting("convolutions_per_stage", int, 1, "Convolutions per stage",
             "3×3 convolutions before each of the CNN's two poolings (32 then 64 filters). 1 is the fast model "
             "(225,034 parameters); 2 is the deeper one, measured 2.8–3.5× slower per image on 2 cores.",
@@ -63,8 +70,10 @@ def elastic_uri(spec: RunSpec) -> str:
 
 
 def check(spec: RunSpec) -> None:
-    if spec.elastic_fraction != 1.0 and not spec.online_elastic:
-        raise RunSpecError(f"elastic_fraction={spec.elastic_fraction!r}: only applies with online_elastic=true")
+    for name in ("elastic_fraction", "rotation_degrees", "scale_jitter"):
+        value, default = getattr(spec, name), next(setting.default for setting in SETTINGS if setting.name == name)
+        if value != default and not spec.online_elastic:
+            raise RunSpecError(f"{name}={value!r}: only applies with online_elastic=true")
     if spec.train_limit and spec.train_limit < spec.total_workers:
         raise RunSpecError(f"train_limit={spec.train_limit!r}: must give every one of the {spec.total_workers} "
                            "workers at least one example")

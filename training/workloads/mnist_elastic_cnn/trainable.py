@@ -50,5 +50,6 @@ def trainable(spec: RunSpec) -> Trainable:
     return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=build_model,
                      make_optimizer=adam, load_shard=load_shard, load_split=load_split,
                      class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)),
-                     augment_batch=(make_elastic_augmenter(spec.alpha, spec.sigma, spec.elastic_fraction)
+                     augment_batch=(make_elastic_augmenter(spec.alpha, spec.sigma, spec.elastic_fraction,
+                                                           spec.rotation_degrees, spec.scale_jitter)
                                     if spec.online_elastic else None))
