@@ -54,6 +54,8 @@ SETTINGS = (
     Setting("dense_units", int, 128, "Dense units", "Units of the CNN's fully connected layer.", TRAINING,
             minimum=16, maximum=4096),
 )
+# Settings of the on-the-fly deformation: stored copies take none of them, so setting one without it is refused.
+ONLINE_ELASTIC_ONLY = ("elastic_fraction", "rotation_degrees", "scale_jitter")
 
 
 def raw_uri(spec: RunSpec) -> str:
@@ -70,10 +72,11 @@ def elastic_uri(spec: RunSpec) -> str:
 
 
 def check(spec: RunSpec) -> None:
-    for name in ("elastic_fraction", "rotation_degrees", "scale_jitter"):
-        value, default = getattr(spec, name), next(setting.default for setting in SETTINGS if setting.name == name)
-        if value != default and not spec.online_elastic:
-            raise RunSpecError(f"{name}={value!r}: only applies with online_elastic=true")
+    if not spec.online_elastic:
+        for setting in SETTINGS:
+            if setting.name in ONLINE_ELASTIC_ONLY and getattr(spec, setting.name) != setting.default:
+                raise RunSpecError(f"{setting.name}={getattr(spec, setting.name)!r}: only applies with "
+                                   "online_elastic=true")
     if spec.train_limit and spec.train_limit < spec.total_workers:
         raise RunSpecError(f"train_limit={spec.train_limit!r}: must give every one of the {spec.total_workers} "
                            "workers at least one example")
