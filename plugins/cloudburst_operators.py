@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 from training import storage, workloads
 from training.config import RunSpec, RunSpecError, run_name_from, shard_rows
 from training.contract import EVALUATE, EVALUATION_FILE, IMAGE_SHARDS, REPO_ROOT, RUN_SPEC_FILE, job_path
-from training.jobs.spark_session import check_cluster_configuration
+from training.jobs.spark_session import DRIVER_JAVA_OPTIONS, check_cluster_configuration
 
 
 def training_python() -> Path:
@@ -34,12 +34,13 @@ def training_python() -> Path:
 
 def training_environment() -> dict[str, str]:
     """Variables for processes in the training environment: its bin first on PATH (spark-submit), its Python for
-    Spark's driver and workers."""
+    Spark's driver and workers, the driver JVM's options (spark-submit reads SPARK_SUBMIT_OPTS)."""
     python = training_python()
     return {
         "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYSPARK_PYTHON": str(python),
         "PYSPARK_DRIVER_PYTHON": str(python),
+        "SPARK_SUBMIT_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", DRIVER_JAVA_OPTIONS),
         "PYTHONUNBUFFERED": "1",
         "TF_CPP_MIN_LOG_LEVEL": "2",
     }

@@ -77,3 +77,31 @@ def test_yarn_without_its_configuration_is_one_line_naming_the_fix(monkeypatch):
     check_cluster_configuration("local[2]")
     monkeypatch.setenv("HADOOP_CONF_DIR", "/etc/hadoop/conf")
     check_cluster_configuration("yarn")
+
+
+@pytest.mark.spark
+def test_the_driver_jvm_runs_with_cloudburst_s_options_unless_spark_submit_opts_says_otherwise(spark, tmp_path):
+    """Short jobs whose work is Python's: C1 only and the serial collector (DRIVER_JAVA_OPTIONS) — read from the
+    running JVM itself; a SPARK_SUBMIT_OPTS of the user's, even an empty one, wins."""
+    import os
+    import subprocess
+    import sys
+
+    from training.jobs.spark_session import DRIVER_JAVA_OPTIONS
+
+    def jvm_arguments(session) -> list[str]:
+        runtime = session.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+        return list(runtime.getInputArguments())
+
+    assert set(DRIVER_JAVA_OPTIONS.split()) <= set(jvm_arguments(spark))
+    probe = ("from training.jobs.spark_session import spark_session\n"
+             "session = spark_session('cloudburst-probe', master='local[1]')\n"
+             "runtime = session.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()\n"
+             "print('ARGUMENTS', ' '.join(runtime.getInputArguments()))\n"
+             "session.stop()\n")
+    environment = {**os.environ, "SPARK_SUBMIT_OPTS": "", "CLOUDBURST_SPARK_UI": "false"}
+    result = subprocess.run([sys.executable, "-c", probe], env=environment, capture_output=True, text=True,
+                            timeout=120, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("ARGUMENTS")]
+    assert "-XX:TieredStopAtLevel=1" not in line and "-XX:+UseSerialGC" not in line, line

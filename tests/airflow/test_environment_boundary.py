@@ -47,3 +47,16 @@ def test_every_package_the_airflow_side_imports_from_training_is_pinned():
               (REPO_ROOT / "infra" / "requirements" / "airflow.txt").read_text().splitlines()
               if "==" in line and not line.startswith("#")}
     assert {"fsspec", "mlflow", "apache-airflow"} <= pinned
+
+
+def test_spark_steps_get_the_driver_jvm_options_unless_the_environment_sets_its_own(monkeypatch):
+    """spark-submit reads SPARK_SUBMIT_OPTS for the driver's JVM: Cloudburst's (training/jobs/spark_session.py,
+    checked on a running JVM in tests/test_cluster_settings.py), or the user's, even an empty one."""
+    from cloudburst_operators import training_environment
+
+    from training.jobs.spark_session import DRIVER_JAVA_OPTIONS
+
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    assert training_environment()["SPARK_SUBMIT_OPTS"] == DRIVER_JAVA_OPTIONS
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "")
+    assert training_environment()["SPARK_SUBMIT_OPTS"] == ""
