@@ -79,6 +79,27 @@ def test_yarn_without_its_configuration_is_one_line_naming_the_fix(monkeypatch):
     check_cluster_configuration("yarn")
 
 
+def test_the_containers_jvm_options_come_from_the_cluster_s_client_settings(monkeypatch):
+    """infra/'s small clusters export the daemons' JVM options (infra/hadoop/daemons.sh) for Spark's containers,
+    the same options the driver gets; without the variable a cluster keeps Spark's defaults."""
+    import re
+    from pathlib import Path
+
+    from training.jobs.spark_session import DRIVER_JAVA_OPTIONS
+
+    daemons = (Path(__file__).resolve().parents[1] / "infra" / "hadoop" / "daemons.sh").read_text()
+    [small_cluster] = re.findall(r'^SMALL_CLUSTER_JAVA_OPTS="([^"]*)"$', daemons, re.MULTILINE)
+    assert set(small_cluster.split()) == set(DRIVER_JAVA_OPTIONS.split())
+    monkeypatch.delenv("CLOUDBURST_SPARK_CONTAINER_JAVA_OPTIONS", raising=False)
+    assert not any("extraJavaOptions" in key for key in cluster_settings("yarn", RunSpec()))
+    monkeypatch.setenv("CLOUDBURST_SPARK_CONTAINER_JAVA_OPTIONS", small_cluster)
+    on_yarn = cluster_settings("yarn", RunSpec())
+    assert on_yarn["spark.executor.extraJavaOptions"] == on_yarn["spark.yarn.am.extraJavaOptions"] == small_cluster
+    standalone = cluster_settings("spark://m:7077", RunSpec())
+    assert standalone["spark.executor.extraJavaOptions"] == small_cluster
+    assert "spark.yarn.am.extraJavaOptions" not in standalone
+
+
 @pytest.mark.spark
 def test_the_driver_jvm_runs_with_cloudburst_s_options_unless_spark_submit_opts_says_otherwise(spark, tmp_path):
     """Short jobs whose work is Python's: C1 only and the serial collector (DRIVER_JAVA_OPTIONS) — read from the

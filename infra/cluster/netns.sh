@@ -234,7 +234,8 @@ find_java_and_jars() {
 
 jvm_options() {   # host daemon -> JVM_OPTS
     local host="$1" daemon="$2"
-    JVM_OPTS=("-Xmx$(daemon_heap "$daemon")" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true
+    # shellcheck disable=SC2206
+    JVM_OPTS=("-Xmx$(daemon_heap "$daemon")" $SMALL_CLUSTER_JAVA_OPTS -Djava.net.preferIPv4Stack=true
         -XX:+IgnoreUnrecognizedVMOptions --add-opens=java.base/java.lang=ALL-UNNAMED
         --add-opens=java.base/java.util=ALL-UNNAMED --add-opens=java.base/java.net=ALL-UNNAMED
         "-Dhadoop.log.dir=$VAR/$host/logs" "-Dyarn.log.dir=$VAR/$host/logs" "-Dhadoop.log.file=$daemon.log"
@@ -443,6 +444,7 @@ cmd_env() {
     echo "export CLOUDBURST_SPARK_DRIVER_HOST='$HOST_SIDE'"
     # The NameNode Airflow's HDFS sensors ask (infra/airflow-env.sh keeps one already set).
     echo "export AIRFLOW_CONN_WEBHDFS_DEFAULT='{\"conn_type\":\"webhdfs\",\"host\":\"$MASTER_ADDRESS\",\"port\":${PORT[WEBHDFS_PORT]}}'"
+    echo "export CLOUDBURST_SPARK_CONTAINER_JAVA_OPTIONS='$SMALL_CLUSTER_JAVA_OPTS'"
     [[ -f "$VAR/spark-archive.uri" ]] && echo "export CLOUDBURST_SPARK_YARN_ARCHIVE='$(<"$VAR/spark-archive.uri")'"
     return 0
 }

@@ -221,7 +221,8 @@ JPMS_OPTS=(
 # Sets JVM_OPTS for one daemon (an array: paths may contain spaces).
 set_jvm_opts() {
     local daemon="$1" heap="$2"
-    JVM_OPTS=("-Xmx$heap" -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true "${JPMS_OPTS[@]}"
+    # shellcheck disable=SC2206
+    JVM_OPTS=("-Xmx$heap" $SMALL_CLUSTER_JAVA_OPTS -Djava.net.preferIPv4Stack=true "${JPMS_OPTS[@]}"
         "-Dhadoop.log.dir=$LOGS" "-Dyarn.log.dir=$LOGS" "-Dhadoop.log.file=$daemon.log"
         "-Dhadoop.home.dir=$HADOOP_DIST" "-Dhadoop.id.str=$(id -un)"
         "-Dproc_$daemon" "-Dcloudburst.root=$ROOT")
@@ -507,6 +508,9 @@ spark.driver.host                       127.0.0.1
 spark.driver.bindAddress                127.0.0.1
 spark.yarn.appMasterEnv.SPARK_LOCAL_IP  127.0.0.1
 spark.executorEnv.SPARK_LOCAL_IP        127.0.0.1
+# The containers' JVMs as the daemons' (infra/hadoop/daemons.sh: short jobs on two cores).
+spark.executor.extraJavaOptions         $SMALL_CLUSTER_JAVA_OPTS
+spark.yarn.am.extraJavaOptions          $SMALL_CLUSTER_JAVA_OPTS
 EOF
     echo "spark.yarn.archive=$HDFS_URI$dest"
 }
@@ -593,6 +597,7 @@ cmd_env() {
     if [[ -f "$CONF/spark-yarn.conf" ]]; then
         echo "export CLOUDBURST_SPARK_YARN_ARCHIVE=$(sed -n 's/^spark.yarn.archive *//p' "$CONF/spark-yarn.conf")"
     fi
+    echo "export CLOUDBURST_SPARK_CONTAINER_JAVA_OPTIONS='$SMALL_CLUSTER_JAVA_OPTS'"
 }
 
 # Hadoop's own HDFS admin tool (what `hdfs dfsadmin` runs), e.g. `hadoop.sh dfsadmin -safemode get|enter|leave`

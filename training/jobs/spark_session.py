@@ -144,6 +144,13 @@ def cluster_settings(master: str, spec: RunSpec | None) -> dict[str, str]:
         settings["spark.driver.bindAddress"] = os.environ["CLOUDBURST_SPARK_DRIVER_HOST"]
     if master.startswith("yarn") and os.environ.get("CLOUDBURST_SPARK_YARN_ARCHIVE"):
         settings["spark.yarn.archive"] = os.environ["CLOUDBURST_SPARK_YARN_ARCHIVE"]
+    if os.environ.get("CLOUDBURST_SPARK_CONTAINER_JAVA_OPTIONS"):
+        # The JVMs a job starts on the cluster (executors; YARN's application master): the small clusters of
+        # infra/ set DRIVER_JAVA_OPTIONS here, a real cluster keeps Spark's defaults unless its admin says so.
+        options = os.environ["CLOUDBURST_SPARK_CONTAINER_JAVA_OPTIONS"]
+        settings["spark.executor.extraJavaOptions"] = options
+        if master.startswith("yarn"):
+            settings["spark.yarn.am.extraJavaOptions"] = options
     python = os.environ.get("PYSPARK_PYTHON", sys.executable)
     settings["spark.pyspark.python"] = python
     for name in EXECUTOR_ENVIRONMENT:
