@@ -299,6 +299,9 @@ def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_on
     assert evaluate.evaluate_run(spec) == recorded  # a second call returns the same record
     summary = evaluate.summary(spec, recorded)
     assert "logistic fusion" in summary and system_uri in summary and recorded["mlflow_run_id"] in summary
+    for facts in recorded["models"].values():  # the training clock and the wall time, each named as what it is
+        assert 0 < facts["training_seconds"] < facts["wall_seconds"]
+        assert f"training {facts['training_seconds']:.0f} s ({facts['wall_seconds']:.0f} s wall" in summary
     assert evaluate.evaluate_run(spec.for_branch("model_a")) == recorded  # from a branch's spec too
 
 

@@ -125,8 +125,8 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
             tags[f"{model}_stages"] = " → ".join(stage.rsplit("/", 1)[-1] for stage in record["stages"])
         models[model] = {"mlflow_run_id": record["mlflow_run_id"], "features": MODEL_FEATURES[model],
                          **{name: branch_metrics[name] for name in
-                            ("model_parameters", "test_accuracy", "wall_seconds", "speedup", "samples_per_second_mean",
-                             "time_to_target_seconds") if name in branch_metrics}}
+                            ("model_parameters", "test_accuracy", "training_seconds", "wall_seconds", "speedup",
+                             "samples_per_second_mean", "time_to_target_seconds") if name in branch_metrics}}
         for name, value in models[model].items():
             if isinstance(value, float):
                 metrics[f"{model}_{name}"] = value
@@ -199,7 +199,8 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
                  "no 1-worker run to compare with yet")
         lines.append(f"  {model}: {int(facts.get('model_parameters', 0)):,} parameters, speaker accuracy "
                      f"{100 * facts.get('test_accuracy', math.nan):.1f} % on held-out clips, training "
-                     f"{facts.get('wall_seconds', math.nan):.0f} s, {speed} (MLflow run {facts['mlflow_run_id']})")
+                     f"{facts.get('training_seconds', math.nan):.0f} s ({facts.get('wall_seconds', math.nan):.0f} s "
+                     f"wall, with start-up and the per-epoch dev EER), {speed} (MLflow run {facts['mlflow_run_id']})")
     stages = evaluation.get("tags", {}).get(f"{MODEL_A}_stages")
     how = f"trained in stages {stages} from {spec.transfer_from}" if stages else \
         "from scratch (transfer_from is empty)"
