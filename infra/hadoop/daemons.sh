@@ -15,4 +15,4 @@ main_class() {
 # cluster (2 hosts, 1 core each): an MNIST augment on YARN took 27-36 s and 35-46 CPU-seconds with Spark's
 # defaults in its containers, 19-20 s and 23-25 with these. The same as training/jobs/spark_session.py's
 # DRIVER_JAVA_OPTIONS (tests/test_cluster_settings.py checks that they agree).
-SMALL_CLUSTER_JAVA_OPTS="-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+SMALL_CLUSTER_JAVA_OPTS="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"

@@ -185,7 +185,8 @@ resolve_jars() {
     HADOOP_VERSION="${HADOOP_VERSION%%-*}"
 }
 
-# JVM options every daemon (and the one-off `NameNode -format`) gets:
+# JVM options every daemon (and the one-off `NameNode -format`) gets (the two JIT/GC flags are SMALL_CLUSTER_JAVA_OPTS,
+# infra/hadoop/daemons.sh, which Spark's containers get too):
 #  -Xmx<heap>                        see daemon_heap.
 #  -XX:+UseSerialGC                  small heaps on a 2-core box: no parallel GC threads, lowest footprint.
 #  -XX:TieredStopAtLevel=1           C1 JIT only: four JVMs starting at once on 2 cores spend most of their time
