@@ -171,6 +171,9 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
 
     if weight_average:
         weight_average.install()  # the result is the average: its digest, its saved model
+    if spec.communication:  # Horovod: each rank's normalization statistics saw its own shard; keep their average
+        for index, variable in enumerate(model.non_trainable_weights):
+            variable.assign(hvd_ops.allreduce(variable, op=hvd_ops.Average, name=f"statistics_{index}"))
     weights_sha256 = _weights_digest(model)
     if rank != 0:
         if spec.communication:

@@ -45,7 +45,8 @@ def trainable(spec: RunSpec) -> Trainable:
     def build_model() -> Any:
         from training.models.cnn import simard_cnn
 
-        return simard_cnn(convolutions_per_stage=spec.convolutions_per_stage, dense_units=spec.dense_units)
+        return simard_cnn(convolutions_per_stage=spec.convolutions_per_stage, dense_units=spec.dense_units,
+                          batch_norm=spec.batch_norm)
 
     return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=build_model,
                      make_optimizer=adam, load_shard=load_shard, load_split=load_split,
