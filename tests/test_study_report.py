@@ -136,7 +136,7 @@ def test_the_advisor_picks_per_goal_and_names_the_runner_up():
         report.advise(rows, "cheapest_under_time_limit", time_limit_seconds=-5)
 
 
-def test_a_closed_study_has_its_runs_nested_its_table_figures_advice_and_a_champion(tmp_path):
+def test_a_closed_study_has_its_runs_nested_its_table_figures_advice_and_a_champion(tmp_path, capsys):
     plan = plan_of_three(tmp_path)
     uri = plan.base["tracking_uri"]
     parent = record.open_study(plan, uri)
@@ -162,6 +162,14 @@ def test_a_closed_study_has_its_runs_nested_its_table_figures_advice_and_a_champ
         assert tags[report.PARENT_TAG] == parent and tags[report.STUDY_TAG] == "tiny"
     champion = mlflow_client.get_model_version_by_alias(plan.workload, record.CHAMPION_ALIAS)
     assert champion.run_id == advice.chosen.run_id
+    advised = record.advise_study(parent, uri)  # what `cloudburst advise` prints it from
+    assert (advised.champion_version, advised.champion_goal, advised.workload) == (
+        str(champion.version), "fastest_to_target", plan.workload)
+    from training.cli import main
+
+    assert main(["advise", "--study", parent, "--tracking-uri", uri]) == 0
+    assert (f"model registry: the study registered its choice for fastest to the target accuracy (training clock) "
+            f"as version {champion.version} of '{plan.workload}', alias 'champion'") in capsys.readouterr().out
     # a second study moves the alias; the first champion keeps its version
     second = record.open_study(plan, uri)
     rows, again = record.close_study(second, uri)
@@ -191,6 +199,8 @@ def test_cloudburst_advise_prints_the_table_and_the_choice_and_refuses_an_unknow
     assert main(["advise", "--study", parent, "--tracking-uri", uri, "--goal", "samples_per_core_second"]) == 0
     printed = capsys.readouterr().out
     assert "horovod-1x2-t0" in printed and "recommended for most training samples per core-second" in printed
+    assert f"study run {parent} ({plan.workload})" in printed
+    assert "model registry" not in printed  # a study that was never closed registered nothing
     assert main(["advise", "--study", "latest", "--tracking-uri", uri]) == 0
     assert "baseline-1x1 reached the target accuracy first: 95 s" in capsys.readouterr().out
     assert main(["advise", "--study", "nope", "--tracking-uri", uri]) == 2

@@ -123,10 +123,16 @@ def _verify(args: argparse.Namespace) -> None:
 def _advise(args: argparse.Namespace) -> None:
     from training.study import record, report
 
-    rows, advice = record.advise_study(args.study, args.tracking_uri, args.goal, args.time_limit)
-    print(report.table_text(rows))
-    print(f"\nceiling check: {report.ceiling_verdict(rows)}")
-    print(f"recommended for {report.GOALS[advice.goal]}: {advice.reason}")
+    study = record.advise_study(args.study, args.tracking_uri, args.goal, args.time_limit)
+    print(f"study run {study.study_run_id} ({study.workload})")
+    print(report.table_text(study.rows))
+    print(f"\nceiling check: {report.ceiling_verdict(study.rows)}")
+    print(f"recommended for {report.GOALS[study.advice.goal]}: {study.advice.reason}")
+    if study.champion_version:  # registered by the study itself, for the goal it was closed with
+        goal = report.GOALS.get(study.champion_goal, study.champion_goal)
+        print(f"model registry: the study registered its choice for {goal} as "
+              f"version {study.champion_version} of {study.workload!r}, alias {record.CHAMPION_ALIAS!r} (load it "
+              f"as models:/{study.workload}@{record.CHAMPION_ALIAS} while no later study has moved the alias)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ keeps its own params, metrics and artifacts. The recommended run's model becomes
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from training import tracking
@@ -13,6 +14,21 @@ from training.study.plan import StudyPlan
 
 PLAN_ARTIFACT = "study_plan.json"
 CHAMPION_ALIAS = "champion"
+CHAMPION_VERSION_TAG = "cloudburst.champion_version"
+RECOMMENDATION_GOAL_TAG = "cloudburst.recommendation_goal"
+
+
+@dataclass(frozen=True)
+class StudyAdvice:
+    """What ``cloudburst advise`` prints: the study's judged rows, the advice for the goal asked, and the model
+    version the study registered for the goal it was closed with (None when it registered none)."""
+
+    study_run_id: str
+    workload: str
+    rows: list[report.Row]
+    advice: report.Advice
+    champion_version: str | None
+    champion_goal: str
 
 
 def open_study(plan: StudyPlan, tracking_uri: str) -> str:
@@ -86,6 +102,7 @@ def close_study(parent_run_id: str, tracking_uri: str, started: float | None = N
     tags = [RunTag(report.RECOMMENDATION_TAG, advice.chosen.label if advice.chosen else "none"),
             RunTag("cloudburst.ceiling_check", report.ceiling_verdict(rows)),
             RunTag("cloudburst.recommendation_reason", advice.reason[:5000]),
+            RunTag(RECOMMENDATION_GOAL_TAG, goal),
             RunTag("cloudburst.cost_model", model.note[:5000])]
     metrics = []
     now = int(time.time() * 1000)
@@ -100,7 +117,7 @@ def close_study(parent_run_id: str, tracking_uri: str, started: float | None = N
     if advice.chosen is not None:
         champion = register_champion(mlflow_client, plan["workload"], advice.chosen.run_id)
         if champion:
-            mlflow_client.set_tag(parent_run_id, "cloudburst.champion_version", champion)
+            mlflow_client.set_tag(parent_run_id, CHAMPION_VERSION_TAG, champion)
     mlflow_client.set_terminated(parent_run_id, "FINISHED")
     return rows, advice
 
@@ -134,8 +151,9 @@ def register_champion(mlflow_client: Any, workload: str, run_id: str) -> str | N
 
 
 def advise_study(study: str, tracking_uri: str = "", goal: str = "fastest_to_target",
-                 time_limit_seconds: float | None = None) -> tuple[list[report.Row], report.Advice]:
-    """The judged rows of a study (its parent run id, or ``latest``) and the advice for ``goal``."""
+                 time_limit_seconds: float | None = None) -> StudyAdvice:
+    """The judged rows of a study (its parent run id, or ``latest``), the advice for ``goal`` and the model version
+    the study registered."""
     from training.config import RunSpec
 
     uri = tracking_uri or RunSpec().resolved_tracking_uri()
@@ -143,11 +161,14 @@ def advise_study(study: str, tracking_uri: str = "", goal: str = "fastest_to_tar
     if study == "latest":
         study = latest_study(mlflow_client)
     try:
-        mlflow_client.get_run(study)
+        parent = mlflow_client.get_run(study)
     except Exception:
         raise report.StudyError(f"--study {study!r}: no such run in {uri}") from None
-    _, rows = study_rows(mlflow_client, study)
-    return rows, report.advise(rows, goal, time_limit_seconds)
+    plan, rows = study_rows(mlflow_client, study)
+    return StudyAdvice(study_run_id=study, workload=plan["workload"], rows=rows,
+                       advice=report.advise(rows, goal, time_limit_seconds),
+                       champion_version=parent.data.tags.get(CHAMPION_VERSION_TAG),
+                       champion_goal=parent.data.tags.get(RECOMMENDATION_GOAL_TAG, "fastest_to_target"))
 
 
 def latest_study(mlflow_client: Any) -> str:
