@@ -221,8 +221,8 @@ def test_a_recorded_run_differs_by_each_changed_setting_and_by_one_this_version_
     assert spec.differences({**recorded, "epochs": 5, "strategy": "downpour"}) == [
         "epochs: recorded 5, now 3", "strategy: recorded 'downpour', now 'horovod'"]
     # a setting removed since: the run may have used it, so it is not reused, and the message says why
-    assert spec.differences({**recorded, "batch_norm": False}) == [
-        "batch_norm: recorded False, not a setting of this version"]
+    assert spec.differences({**recorded, "input_dropout": 0.2}) == [
+        "input_dropout: recorded 0.2, not a setting of this version"]
     spec.refuse_other_run(None)  # nothing recorded yet
     spec.refuse_other_run(recorded)
     with pytest.raises(RunSpecError, match=r"already holds a run with other settings \(epochs: recorded 5, now 3; "
