@@ -2,7 +2,9 @@
 
 Each of nodes × workers_per_node ranks reads only its own shard, trains a plain Keras model whose optimizer is
 wrapped by ``hvd.DistributedOptimizer``, and evaluates its slice of the evaluation set; rank 0 checkpoints after
-every epoch so a retried job resumes where it stopped. Lines that exist only for distribution say ``Horovod:``.
+every epoch so a retried job resumes where it stopped. A model's non-trainable state (batch normalization's
+moving statistics, each rank's from its own shard) is averaged over the ranks when training ends, so every rank
+ends with the same model. Lines that exist only for distribution say ``Horovod:``.
 
 With ``communication`` off (the ceiling) the ranks still start through horovod.spark, read the same shards and
 take the same steps, but skip every ``Horovod:`` collective: plain optimizer at the one-worker learning rate, no
