@@ -12,7 +12,7 @@ from training.study.cost_model import (
     extrapolate,
     fit,
     leave_one_out,
-    median,
+    median_error,
     samples_per_second,
     speedup,
     step_seconds,
@@ -58,6 +58,29 @@ def test_step_time_by_hand():
     assert speedup(fast_link, constants) == pytest.approx(2.0)
 
 
+def test_a_messages_own_work_is_never_hidden_while_the_wire_is():
+    constants = Constants({1: 1e-4}, overlap={"downpour": 1.0, "horovod": 0.5},
+                          message_seconds={"downpour": 0.004, "horovod": 0.001})
+    pushes = Configuration("downpour", workers=2, parameters=1_000_000, batch_per_worker=128,
+                           link_bytes_per_second=1e9, n_push=4, n_fetch=4)
+    # compute 12.8 ms; 0.5 messages × 4 ms = 2 ms of work; wire 2 MB at 1 GB/s = 2 ms, hidden by the compute
+    assert step_seconds(pushes, constants) == pytest.approx(0.0128 + 0.002)
+    slow = Configuration("downpour", workers=2, parameters=1_000_000, batch_per_worker=128,
+                         link_bytes_per_second=1e8, n_push=4, n_fetch=4)
+    # the wire now takes 20 ms: 12.8 ms of it hidden, 7.2 ms shows
+    assert step_seconds(slow, constants) == pytest.approx(0.0128 + 0.002 + 0.0072)
+    ring = Configuration("horovod", workers=2, parameters=1_000_000, batch_per_worker=128,
+                         link_bytes_per_second=1e8)
+    # ring 4 MB at 100 MB/s = 40 ms, half the compute (6.4 ms) hides it; 2 messages × 1 ms
+    assert step_seconds(ring, constants) == pytest.approx(0.0128 + 0.002 + (0.040 - 0.0064))
+
+
+def test_a_strategys_own_compute_comes_before_the_shared_one():
+    constants = Constants({1: 1e-4}, strategy_seconds_per_example={("downpour", 1): 5e-5})
+    assert constants.compute_seconds(mnist("downpour", workers=1)) == pytest.approx(128 * 5e-5)
+    assert constants.compute_seconds(mnist("horovod", workers=1)) == pytest.approx(128 * 1e-4)
+
+
 def test_downpours_server_link_carries_every_workers_share():
     constants = Constants({1: 1e-4}, efficiency=0.5, overlap={"downpour": 1.0})
     pushes = Configuration("downpour", workers=8, parameters=1_000_000, batch_per_worker=128,
@@ -91,18 +114,32 @@ def synthetic_grid(truth: Constants) -> list[tuple[Configuration, float]]:
 
 
 def test_the_fit_recovers_the_constants_that_made_the_data_and_predicts_each_left_out_run():
-    truth = Constants({1: 3e-4}, efficiency=0.6, overlap={"horovod": 0.0, "downpour": 0.75, "averaging": 0.5})
+    truth = Constants({1: 3e-4}, efficiency=0.6, overlap={"horovod": 0.0, "downpour": 1.0, "averaging": 0.5},
+                      message_seconds={"horovod": 1e-3, "downpour": 1e-2})
     grid = synthetic_grid(truth)
-    fitted = fit(grid, {1: 3e-4})
-    assert fitted.efficiency == pytest.approx(0.6)
-    assert (fitted.overlap["horovod"], fitted.overlap["downpour"]) == pytest.approx((0.0, 0.75))
+    fitted = fit(grid, {1: 3e-4}, efficiency=0.6)
+    assert fitted.overlap["horovod"] == 0.0
+    assert fitted.overlap["downpour"] == 1.0  # fixed, not fitted: its client is asynchronous
+    assert (fitted.message_seconds["horovod"], fitted.message_seconds["downpour"]) == pytest.approx((1e-3, 1e-2))
     # Averaging's few bytes hide inside the compute at any overlap above a small one: the data cannot say which,
     # and every one of them predicts the same.
     for configuration, measured in grid:
         assert samples_per_second(configuration, fitted) == pytest.approx(measured)
-    predictions = leave_one_out(grid, {1: 3e-4})
+    predictions = leave_one_out(grid, {1: 3e-4}, efficiency=0.6)
     assert len(predictions) == len(grid)
-    assert median([p.relative_error for p in predictions]) < 1e-9
+    assert median_error(predictions) < 1e-9
+
+
+def test_a_configuration_whose_strategy_has_no_other_communicating_run_is_not_predicted():
+    truth = Constants({1: 3e-4}, message_seconds={"horovod": 1e-3, "downpour": 1e-2})
+    shapes = [mnist("horovod"), mnist("horovod", workers=1), mnist("downpour", n_push=1, n_fetch=1),
+              mnist("downpour", n_push=4, n_fetch=4)]
+    predictions = leave_one_out([(shape, samples_per_second(shape, truth)) for shape in shapes], {1: 3e-4})
+    # Horovod 3 workers: the other Horovod run is one worker, which sends nothing, so nothing tells its costs.
+    assert predictions[0].predicted is None and predictions[0].relative_error is None
+    assert [p.relative_error for p in predictions[1:]] == pytest.approx([0.0, 0.0, 0.0], abs=1e-9)
+    assert median_error(predictions) == pytest.approx(0.0, abs=1e-9)
+    assert median_error(predictions[:1]) != median_error(predictions[:1])  # nan: nothing was predicted
 
 
 def test_extrapolation_labels_each_row_with_its_shape():

@@ -8,8 +8,8 @@ import pytest
 
 from training.study import report, study_model
 
-# The study's truth: one 1-thread worker computes an example in 0.1 ms; Downpour does not overlap and pays 10 ms
-# per message (links unlimited). Batch 100: a step computes 100 × 0.1 ms = 10 ms.
+# The study's truth: one 1-thread worker computes an example in 0.1 ms; Downpour pays 10 ms of work per message
+# (links unlimited, so nothing waits on the wire). Batch 100: a step computes 100 × 0.1 ms = 10 ms.
 # Messages per step are 1/n_push + 1/n_fetch (n_fetch = n_push):
 #   n_push 1:  2 × 10 ms = 20 ms    → step 30 ms     → 2 workers × 100 / 0.030   =  6,666.7 samples/s
 #   n_push 4:  0.5 × 10 ms = 5 ms   → step 15 ms     → 2 × 100 / 0.015           = 13,333.3
@@ -35,11 +35,12 @@ def study_rows(**changes):
 
 def test_compute_per_example_comes_from_the_ceiling_and_the_baseline_for_other_threads():
     assert study_model.compute_seconds_per_example(study_rows()) == pytest.approx({1: 1e-4, 2: 1 / 11_000})
+    assert study_model.compute_seconds_per_example_by_strategy(study_rows()) == pytest.approx({("downpour", 1): 1e-4})
 
 
 def test_the_fit_recovers_the_constants_and_predicts_each_configuration_left_out():
     model = study_model.fit_study(study_rows())
-    assert model.constants.overlap["downpour"] == 0
+    assert model.constants.overlap["downpour"] == 1  # fixed: its client is asynchronous
     assert model.constants.message_seconds["downpour"] == pytest.approx(0.01)
     assert [label for label, _ in model.predictions] == ["downpour-1x2-t1-p1", "downpour-1x2-t1-p4",
                                                          "downpour-1x2-t1-p16"]
@@ -52,12 +53,16 @@ def test_the_fit_recovers_the_constants_and_predicts_each_configuration_left_out
 def test_the_extrapolation_is_the_fitted_model_at_nominal_link_rates():
     model = study_model.fit_study(study_rows())
     # n_push 4 on 8 nodes at 10 Gbit/s: each worker sends 4,000 B / 4 + 4,000 B / 4 = 2,000 B a step; the server's
-    # link carries 8 × 2,000 B / 1.25e9 B/s = 12.8 µs (more than a worker's 1.6 µs); plus 0.5 messages × 10 ms:
-    # step = 10 ms + 5.0128 ms; speedup = 8 × 10 / 15.0128.
+    # link carries 8 × 2,000 B / 1.25e9 B/s = 12.8 µs (more than a worker's 1.6 µs), hidden by the 10 ms of
+    # compute; 0.5 messages × 10 ms of work is not: step = 10 ms + 5 ms; speedup = 8 × 10 / 15.
     [(_, _, _, rate, speedup)] = [entry for entry in model.extrapolation
                                   if entry[:3] == ("downpour-1x2-t1-p4", 8, "10 Gbit/s")]
-    assert speedup == pytest.approx(8 * 10 / 15.0128, rel=1e-5)
-    assert rate == pytest.approx(8 * 100 / 0.0150128, rel=1e-5)
+    assert speedup == pytest.approx(8 * 10 / 15, rel=1e-5)
+    assert rate == pytest.approx(8 * 100 / 0.015, rel=1e-5)
+    # at 64 nodes and 1 Gbit/s the server's link carries 64 × 2,000 B / 1.25e8 B/s = 1.024 ms: still hidden
+    [(_, _, _, _, crowded)] = [entry for entry in model.extrapolation
+                               if entry[:3] == ("downpour-1x2-t1-p4", 64, "1 Gbit/s")]
+    assert crowded == pytest.approx(64 * 10 / 15, rel=1e-5)
     assert len(model.extrapolation) == 3 * 3 * 3  # configurations × nodes × links
     text = study_model.markdown(model)
     assert "Model output, not measured" in text and "| downpour-1x2-t1-p4 |" in text
@@ -76,12 +81,13 @@ def test_a_study_too_small_or_without_model_sizes_is_not_fitted_and_says_why():
 
 
 # A study with link profiles: the same 2 workers, n_push 4, a model of 1,000,000 parameters (4 MB), at three
-# shaped rates. Truth: the link delivers half its nominal rate (efficiency 0.5), no cost per message, no overlap.
-# A step sends 4e6 B / 4 + 4e6 B / 4 = 2e6 B (push + fetch), computes 10 ms:
-#   100mbit: 1.25e7 B/s × 0.5 → 2e6 / 6.25e6 = 320 ms → step 330 ms  → 2 × 100 / 0.330 =    606.06 samples/s
-#   1gbit:   1.25e8 B/s × 0.5 →                 32 ms → step  42 ms  → 2 × 100 / 0.042 =  4,761.90
-#   10gbit:  1.25e9 B/s × 0.5 →                3.2 ms → step 13.2 ms → 2 × 100 / 0.0132 = 15,151.52
-SHAPED = {"100mbit": 606.0606, "1gbit": 4_761.905, "10gbit": 15_151.52}
+# shaped rates, taken at their nominal rates. Truth: 10 ms of work per message. A step sends 4e6 B / 4 + 4e6 B / 4
+# = 2e6 B (push + fetch), computes 10 ms, which hides as much of the wire (Downpour's overlap is 1), and does
+# 0.5 messages × 10 ms = 5 ms of message work:
+#   100mbit: 2e6 B / 1.25e7 B/s = 160 ms on the wire → step 10 + 5 + 150 = 165 ms → 2 × 100 / 0.165 =  1,212.12
+#   1gbit:   2e6 B / 1.25e8 B/s =  16 ms             → step 10 + 5 + 6   =  21 ms → 2 × 100 / 0.021 =  9,523.81
+#   10gbit:  2e6 B / 1.25e9 B/s = 1.6 ms (hidden)    → step 10 + 5       =  15 ms → 2 × 100 / 0.015 = 13,333.33
+SHAPED = {"100mbit": 1_212.121, "1gbit": 9_523.810, "10gbit": 13_333.33}
 
 
 def shaped_rows(link_rates=tuple(SHAPED)):
@@ -93,13 +99,13 @@ def shaped_rows(link_rates=tuple(SHAPED)):
     return rows
 
 
-def test_with_link_profiles_the_fit_finds_the_links_efficiency_from_the_shaped_rates():
+def test_with_link_profiles_each_run_is_fitted_at_its_shaped_rate():
     model = study_model.fit_study(shaped_rows())
-    assert model.constants.efficiency == pytest.approx(0.5)
-    assert model.constants.message_seconds["downpour"] == 0 and model.constants.overlap["downpour"] == 0
+    assert model.constants.efficiency == 1.0
+    assert model.constants.message_seconds["downpour"] == pytest.approx(0.01)
     for (label, prediction), measured in zip(model.predictions, SHAPED.values(), strict=True):
         assert prediction.predicted == pytest.approx(measured, rel=1e-3), label  # the other two rates fix it
-    assert "links at their 3 shaped rates, efficiency 0.50" in model.note
+    assert "links at their 3 shaped rates (nominal)" in model.note
 
 
 def test_without_link_profiles_the_link_is_not_fitted():
@@ -108,3 +114,27 @@ def test_without_link_profiles_the_link_is_not_fitted():
         entry.link_rate = ""
     model = study_model.fit_study(rows)
     assert model.constants.efficiency == 1.0 and "links unlimited, one network" in model.note
+
+
+def test_each_strategy_computes_at_its_own_ceilings_rate_and_a_lone_strategy_is_not_predicted():
+    # Horovod's ceiling runs 12,500 samples/s (0.16 ms per example: step 16 ms), Downpour's 20,000 (10 ms).
+    # The one Horovod run has nothing of its strategy to be predicted from; the Downpour runs predict each other.
+    rows = study_rows() + [row("ceiling-horovod-1x2-t1", report.CEILING, 12_500),
+                           row("horovod-1x2-t1", samples=11_111.11)]
+    for entry in rows[-2:]:
+        entry.strategy = "horovod"
+    model = study_model.fit_study(rows)
+    assert study_model.compute_seconds_per_example_by_strategy(rows) == pytest.approx(
+        {("downpour", 1): 1e-4, ("horovod", 1): 1.6e-4})
+    # Horovod fitted to its one run: 2 workers × 100 / 11,111.11 = 18 ms a step, 16 ms of it compute, 2 messages
+    # of 1 ms each, the wire unlimited
+    assert model.constants.message_seconds["horovod"] == pytest.approx(1e-3)
+    predictions = dict(model.predictions)
+    assert predictions["horovod-1x2-t1"].predicted is None
+    assert [predictions[label].relative_error for label in ("downpour-1x2-t1-p1", "downpour-1x2-t1-p4",
+                                                              "downpour-1x2-t1-p16")] == pytest.approx([0, 0, 0],
+                                                                                                       abs=1e-4)
+    assert "leave-one-out median error 0.0%, largest 0.0%, over 3 configuration(s)" in model.note
+    assert "not predicted: horovod-1x2-t1 (no other configuration of its strategy that communicates)" in model.note
+    assert "horovod-1x2-t1,11111.1,not predicted," in study_model.predictions_csv(model)
+    assert "| horovod-1x2-t1 | 11,111 | not predicted" in study_model.markdown(model)

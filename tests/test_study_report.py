@@ -201,6 +201,7 @@ def test_cloudburst_advise_prints_the_table_and_the_choice_and_refuses_an_unknow
     assert "horovod-1x2-t0" in printed and "recommended for most training samples per core-second" in printed
     assert f"study run {parent} ({plan.workload})" in printed
     assert "model registry" not in printed  # a study that was never closed registered nothing
+    assert "cost model: not fitted: 1 configuration(s) that communicate" in printed
     assert main(["advise", "--study", "latest", "--tracking-uri", uri]) == 0
     assert "baseline-1x1 reached the target accuracy first: 95 s" in capsys.readouterr().out
     assert main(["advise", "--study", "nope", "--tracking-uri", uri]) == 2

@@ -121,12 +121,14 @@ def _verify(args: argparse.Namespace) -> None:
 
 
 def _advise(args: argparse.Namespace) -> None:
-    from training.study import record, report
+    from training.study import record, report, study_model
 
     study = record.advise_study(args.study, args.tracking_uri, args.goal, args.time_limit)
     print(f"study run {study.study_run_id} ({study.workload})")
     print(report.table_text(study.rows))
     print(f"\nceiling check: {report.ceiling_verdict(study.rows)}")
+    # fitted again from the rows, so a study recorded before a change to the model is read with today's
+    print(f"cost model: {study_model.fit_study(study.rows).note}")
     print(f"recommended for {report.GOALS[study.advice.goal]}: {study.advice.reason}")
     if study.champion_version:  # registered by the study itself, for the goal it was closed with
         goal = report.GOALS.get(study.champion_goal, study.champion_goal)

@@ -4,16 +4,19 @@ one configuration out at a time, then extrapolated to clusters the study could n
 
 What a study gives the model:
 
-- compute per example, by threads per worker, from its ceilings (N workers that do not communicate, all busy at
-  once: N ÷ their samples/s), else from its baseline (one worker);
+- compute per example, by strategy and threads per worker, from that strategy's ceiling (N workers that do not
+  communicate, all busy at once: N ÷ their samples/s), else from any ceiling with those threads, else from its
+  baseline (one worker);
 - one observation per configuration that communicates (its median samples/s), the baseline and ceilings being the
   inputs above rather than observations;
 - the link: a study with link profiles (two or more ``link_rates`` on the namespace cluster) gives each run its
-  shaped rate, and the fit finds the link's efficiency with the rest. Without them every run shares one network
-  (loopback on one host, whatever ``netns.sh`` set on the cluster), so the link's efficiency cannot be told from
-  the cost per message: the link is taken as unlimited for the fit — the cost per message then carries what
-  communication costs here — and at its nominal rate (efficiency 1) for the extrapolation, which says so.
-  ``make bench-cluster`` and ``bench/cost_model_fit.py`` fit the link term from runs at three link rates.
+  shaped rate, at its nominal rate. Without them every run shares one network (loopback on one host, whatever
+  ``netns.sh`` set on the cluster), whose rate the study does not know: the link is taken as unlimited for the
+  fit — the cost per message then carries what communication costs here — and at its nominal rate for the
+  extrapolation, which says so.
+
+A configuration whose strategy has no other configuration that communicates in the study cannot be predicted
+with it left out (the constants are per strategy): it is listed as not predicted and left out of the median.
 """
 
 from __future__ import annotations
@@ -43,14 +46,26 @@ class StudyModel:
     """The model a study fitted, how well it predicted each configuration left out, and its extrapolation."""
 
     constants: cost_model.Constants | None
-    predictions: tuple[tuple[str, cost_model.Prediction], ...]  # (row label, prediction with the row left out)
+    # (row label, prediction with the row left out: ``predicted`` None if no other configuration of its strategy
+    # communicates)
+    predictions: tuple[tuple[str, cost_model.Prediction], ...]
     extrapolation: tuple[tuple[str, int, str, float, float], ...]  # (row label, nodes, link, samples/s, speedup)
     note: str  # one line: what was fitted, or why nothing was
 
     @property
     def median_error(self) -> float | None:
-        errors = [prediction.relative_error for _, prediction in self.predictions]
+        errors = [p.relative_error for _, p in self.predictions if p.relative_error is not None]
         return statistics.median(errors) if errors else None
+
+
+def compute_seconds_per_example_by_strategy(rows: Sequence[Row]) -> dict[tuple[str, int], float]:
+    """Seconds one worker computes per example, by (strategy, threads per worker), from each strategy's ceiling:
+    the strategies' worker loops differ (Downpour's ran 14 % faster than Horovod's on 2026-12-05's cluster)."""
+    by_key: dict[tuple[str, int], list[float]] = {}
+    for row in rows:
+        if row.role == CEILING:
+            by_key.setdefault((row.strategy, _threads(row)), []).append(row.total_workers / row.samples_per_second)
+    return {key: statistics.mean(values) for key, values in by_key.items()}
 
 
 def compute_seconds_per_example(rows: Sequence[Row]) -> dict[int, float]:
@@ -84,6 +99,7 @@ def link_bytes_per_second(row: Row) -> float:
 def fit_study(rows: Sequence[Row]) -> StudyModel:
     """Fit the model to the study's communicating configurations and predict each one with it left out."""
     seconds_per_example = compute_seconds_per_example(rows)
+    by_strategy = compute_seconds_per_example_by_strategy(rows)
     measured = [row for row in rows if row.role == RUN and _threads(row) in seconds_per_example
                 and row.batch_size_per_worker > 0]
     if len(measured) < 2:
@@ -95,16 +111,9 @@ def fit_study(rows: Sequence[Row]) -> StudyModel:
     shaped = len({row.link_rate for row in measured}) >= 2 and all(row.link_rate for row in measured)
     observations = [(configuration_of(row, link_bytes_per_second(row) if shaped else math.inf),
                      row.samples_per_second) for row in measured]
-    # One shared network: the link's efficiency cannot be told from the cost per message, so it is not fitted.
-    efficiencies = cost_model.EFFICIENCIES if shaped else (1.0,)
-    constants = cost_model.fit(observations, seconds_per_example, efficiencies=efficiencies)
-    predictions = []
-    for index, row in enumerate(measured):
-        others = observations[:index] + observations[index + 1:]
-        left_out = cost_model.fit(others, seconds_per_example, efficiencies=efficiencies)
-        predictions.append((row.label, cost_model.Prediction(
-            observations[index][0], row.samples_per_second,
-            cost_model.samples_per_second(observations[index][0], left_out))))
+    constants = cost_model.fit(observations, seconds_per_example, by_strategy)
+    left_out = cost_model.leave_one_out(observations, seconds_per_example, by_strategy)
+    predictions = tuple((row.label, prediction) for row, prediction in zip(measured, left_out, strict=True))
     extrapolated = []
     shapes = {}
     for row in measured:  # one shape per strategy and n_push: the study's run of it with the most workers
@@ -114,12 +123,18 @@ def fit_study(rows: Sequence[Row]) -> StudyModel:
     for row in shapes.values():
         extrapolated += [(row.label, *entry) for entry in extrapolate(
             configuration_of(row), constants, row.steps_per_epoch * row.total_workers)]
-    errors = [prediction.relative_error for _, prediction in predictions]
-    links = (f"links at their {len({row.link_rate for row in measured})} shaped rates, efficiency "
-             f"{constants.efficiency:.2f}" if shaped else "links unlimited, one network")
-    note = (f"fitted to {len(measured)} configurations of this study ({links}); "
-            f"leave-one-out median error {statistics.median(errors):.1%}, largest {max(errors):.1%}")
-    return StudyModel(constants, tuple(predictions), tuple(extrapolated), note)
+    errors = [prediction.relative_error for prediction in left_out if prediction.relative_error is not None]
+    links = (f"links at their {len({row.link_rate for row in measured})} shaped rates (nominal)" if shaped
+             else "links unlimited, one network")
+    unpredicted = [row.label for row, prediction in zip(measured, left_out, strict=True)
+                   if prediction.predicted is None]
+    checked = (f"leave-one-out median error {statistics.median(errors):.1%}, largest {max(errors):.1%}, over "
+               f"{len(errors)} configuration(s)" if errors else "no configuration could be predicted leaving it out")
+    if unpredicted:
+        checked += (f"; not predicted: {', '.join(unpredicted)} (no other configuration of its strategy that "
+                    "communicates)")
+    note = f"fitted to {len(measured)} configurations of this study ({links}); {checked}"
+    return StudyModel(constants, predictions, tuple(extrapolated), note)
 
 
 def extrapolate(configuration: cost_model.Configuration, constants: cost_model.Constants, steps_per_epoch: int
@@ -142,8 +157,11 @@ def predictions_csv(model: StudyModel) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["configuration", "measured_samples_per_second", "predicted_left_out", "relative_error"])
     for label, prediction in model.predictions:
-        writer.writerow([label, f"{prediction.measured:.1f}", f"{prediction.predicted:.1f}",
-                         f"{prediction.relative_error:.4f}"])
+        if prediction.predicted is None:
+            writer.writerow([label, f"{prediction.measured:.1f}", "not predicted", ""])
+        else:
+            writer.writerow([label, f"{prediction.measured:.1f}", f"{prediction.predicted:.1f}",
+                             f"{prediction.relative_error:.4f}"])
     return buffer.getvalue()
 
 
@@ -167,6 +185,9 @@ def markdown(model: StudyModel) -> str:
         f"{1000 * constants.message_seconds.get(strategy, 0):.2f} ms" for strategy in sorted(constants.overlap)) + ".",
         "", "| configuration (left out) | measured samples/s | predicted | error |", "|---|---|---|---|"]
     lines += [f"| {label} | {p.measured:,.0f} | {p.predicted:,.0f} | {p.relative_error:.1%} |"
+              if p.predicted is not None and p.relative_error is not None
+              else f"| {label} | {p.measured:,.0f} | not predicted: no other configuration of its strategy "
+                   "communicates | |"
               for label, p in model.predictions]
     lines += ["", "**Model output, not measured** (nominal link rates; Downpour's server on a node with the same "
               "link): speedup over one worker that does not communicate.", "",
