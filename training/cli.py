@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", action="store_true", help="print the result as one JSON object")
     verify.set_defaults(handler=_verify)
 
-    from training.study.report import GOALS
+    from training.study.report import DEFAULT_GOAL, GOALS
 
     advise = commands.add_parser(
         "advise", help="a scaling study's table and the configuration to run for a goal",
@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                     + "; ".join(f"{name}: {text}" for name, text in GOALS.items()) + ".")
     advise.add_argument("--study", required=True, metavar="RUN_ID",
                         help="the study's parent MLflow run id, or 'latest' for the newest study in the store")
-    advise.add_argument("--goal", choices=tuple(GOALS), default="fastest_to_target",
+    advise.add_argument("--goal", choices=tuple(GOALS), default=DEFAULT_GOAL,
                         help="what to optimise (default: %(default)s)")
     advise.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="cheapest_under_time_limit: the longest training time allowed")

@@ -64,7 +64,7 @@ def study_rows(mlflow_client: Any, parent_run_id: str) -> tuple[dict[str, Any], 
 
 
 def close_study(parent_run_id: str, tracking_uri: str, started: float | None = None,
-                goal: str = "fastest_to_target") -> tuple[list[report.Row], report.Advice]:
+                goal: str = report.DEFAULT_GOAL) -> tuple[list[report.Row], report.Advice]:
     """Nest every configuration's run, then log the table (study.csv and an MLflow table), the figures, the
     recommendation (tag + markdown) and register the recommended model; the parent run ends FINISHED, or FAILED
     with the reason when the study cannot be reported honestly."""
@@ -150,7 +150,7 @@ def register_champion(mlflow_client: Any, workload: str, run_id: str) -> str | N
     return str(version.version)
 
 
-def advise_study(study: str, tracking_uri: str = "", goal: str = "fastest_to_target",
+def advise_study(study: str, tracking_uri: str = "", goal: str = report.DEFAULT_GOAL,
                  time_limit_seconds: float | None = None) -> StudyAdvice:
     """The judged rows of a study (its parent run id, or ``latest``), the advice for ``goal`` and the model version
     the study registered."""
@@ -168,7 +168,7 @@ def advise_study(study: str, tracking_uri: str = "", goal: str = "fastest_to_tar
     return StudyAdvice(study_run_id=study, workload=plan["workload"], rows=rows,
                        advice=report.advise(rows, goal, time_limit_seconds),
                        champion_version=parent.data.tags.get(CHAMPION_VERSION_TAG),
-                       champion_goal=parent.data.tags.get(RECOMMENDATION_GOAL_TAG, "fastest_to_target"))
+                       champion_goal=parent.data.tags.get(RECOMMENDATION_GOAL_TAG, report.DEFAULT_GOAL))
 
 
 def latest_study(mlflow_client: Any) -> str:

@@ -30,8 +30,9 @@ ROLE_TAG = "cloudburst.study_role"
 RECOMMENDATION_TAG = "cloudburst.recommendation"
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a run under the run this names
 
+DEFAULT_GOAL = "fastest_to_target"  # the goal the DAG closes a study with, and `cloudburst advise`'s default
 GOALS = {
-    "fastest_to_target": "fastest to the target accuracy (training clock)",
+    DEFAULT_GOAL: "fastest to the target accuracy (training clock)",
     "samples_per_core_second": "most training samples per core-second",
     "cheapest_under_time_limit": "fewest core-seconds among runs whose training fits the time limit",
 }
@@ -219,7 +220,7 @@ class Advice:
     reason: str
 
 
-def advise(rows: Sequence[Row], goal: str = "fastest_to_target", time_limit_seconds: float | None = None) -> Advice:
+def advise(rows: Sequence[Row], goal: str = DEFAULT_GOAL, time_limit_seconds: float | None = None) -> Advice:
     """The configuration to run for ``goal`` among the study's runs and baseline (a ceiling trains no usable
     model), with the runner-up and why."""
     if goal not in GOALS:
@@ -227,7 +228,7 @@ def advise(rows: Sequence[Row], goal: str = "fastest_to_target", time_limit_seco
     if time_limit_seconds is not None and not time_limit_seconds > 0:
         raise StudyError(f"time limit {time_limit_seconds!r} s: must be a positive number of seconds")
     candidates = [row for row in rows if row.role in (RUN, BASELINE)]
-    if goal == "fastest_to_target":
+    if goal == DEFAULT_GOAL:
         reached = [row for row in candidates if row.time_to_target_seconds is not None]
         ranked = sorted(reached, key=lambda row: row.time_to_target_seconds or 0)
         why = "reached the target accuracy first: {:.0f} s of training"
