@@ -66,6 +66,7 @@ def test_the_extrapolation_is_the_fitted_model_at_nominal_link_rates():
     assert len(model.extrapolation) == 3 * 3 * 3  # configurations × nodes × links
     text = study_model.markdown(model)
     assert "Model output, not measured" in text and "| downpour-1x2-t1-p4 |" in text
+    assert "downpour overlap 1.00 (fixed: asynchronous), cost per message 10.00 ms" in text
     assert study_model.predictions_csv(model).splitlines()[0] == \
         "configuration,measured_samples_per_second,predicted_left_out,relative_error"
     assert len(study_model.extrapolation_csv(model).splitlines()) == 1 + 27

@@ -181,7 +181,8 @@ def markdown(model: StudyModel) -> str:
         return "\n".join(lines) + "\n"
     constants = model.constants
     lines += ["", "Fitted: " + "; ".join(
-        f"{strategy} overlap {constants.overlap.get(strategy, 0):.2f}, cost per message "
+        f"{strategy} overlap {constants.overlap.get(strategy, 0):.2f}"
+        f"{' (fixed: asynchronous)' if strategy in cost_model.FIXED_OVERLAP else ''}, cost per message "
         f"{1000 * constants.message_seconds.get(strategy, 0):.2f} ms" for strategy in sorted(constants.overlap)) + ".",
         "", "| configuration (left out) | measured samples/s | predicted | error |", "|---|---|---|---|"]
     lines += [f"| {label} | {p.measured:,.0f} | {p.predicted:,.0f} | {p.relative_error:.1%} |"
