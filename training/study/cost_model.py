@@ -25,7 +25,7 @@ at once — each strategy's own ceiling where the study ran one (their worker lo
 the same threads — since one process alone runs faster than it does beside others. The link's ``efficiency`` is
 an input, 1 (the nominal rate) unless told: fitted beside the rest it traded off against the overlaps, coming out
 at 0.26–0.40 on the keyword spotter's cluster study of 2026-12-03 and 0.86–1.00 on the others, and taking it as
-1 left every study's median leave-one-out error the same and its largest error smaller.
+1 left each of those studies' median leave-one-out error the same and its largest error no larger.
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ MESSAGE_SECONDS = (0.0, *(10 ** (exponent / 5) for exponent in range(-30, 1)))
 
 
 # Downpour's client is asynchronous (a thread of its own fetches and pushes while the worker computes), so its
-# wire time hides behind the compute by design; fitted, this overlap soaked up the noise between link rates.
+# wire time hides behind the compute by design: not a constant to fit.
 FIXED_OVERLAP = {"downpour": 1.0}
 
 
