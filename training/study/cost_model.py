@@ -23,9 +23,9 @@ compute). Downpour's overlap is not fitted but 1, by design: its client fetches 
 while the worker goes on computing. Compute per example comes from runs that do not communicate, all hosts busy
 at once — each strategy's own ceiling where the study ran one (their worker loops differ), else any ceiling with
 the same threads — since one process alone runs faster than it does beside others. The link's ``efficiency`` is
-an input, 1 (the nominal rate) unless told: fitted beside the rest it traded off against the overlaps, coming out
-at 0.26–0.40 on the keyword spotter's cluster study of 2026-12-03 and 0.86–1.00 on the others, and taking it as
-1 left each of those studies' median leave-one-out error the same and its largest error no larger.
+an input, 1 (the nominal rate) unless told: fitted alongside the rest it traded off against the overlaps
+(anywhere from 0.26 to 1.00 on the cluster studies of 2026-12-03 and 2026-12-05), and taking it as 1 left each
+of those studies' median leave-one-out error the same and its largest error no larger.
 """
 
 from __future__ import annotations
