@@ -139,3 +139,14 @@ def test_each_strategy_computes_at_its_own_ceilings_rate_and_a_lone_strategy_is_
     assert "not predicted: horovod-1x2-t1 (no other configuration of its strategy that communicates)" in model.note
     assert "horovod-1x2-t1,11111.1,not predicted," in study_model.predictions_csv(model)
     assert "| horovod-1x2-t1 | 11,111 | not predicted" in study_model.markdown(model)
+
+
+def test_a_study_of_lone_strategies_predicts_nothing_and_says_so():
+    rows = [row("baseline-1x1", report.BASELINE, 11_000, workers=1, threads=2),
+            row("ceiling-downpour-1x2-t1", report.CEILING, 20_000), row("downpour-1x2-t1-p4", samples=13_333.333),
+            row("horovod-1x2-t1", samples=11_111.11)]
+    rows[-1].strategy = "horovod"
+    model = study_model.fit_study(rows)
+    assert model.median_error is None  # so the parent run logs no cost_model_median_error
+    assert "no configuration could be predicted leaving it out; not predicted: downpour-1x2-t1-p4, horovod-1x2-t1" \
+        in model.note
