@@ -30,9 +30,10 @@ ROLE_TAG = "cloudburst.study_role"
 RECOMMENDATION_TAG = "cloudburst.recommendation"
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own: the UI nests a run under the run this names
 
-DEFAULT_GOAL = "fastest_to_target"  # the goal the DAG closes a study with, and `cloudburst advise`'s default
+FASTEST_TO_TARGET = "fastest_to_target"
+DEFAULT_GOAL = FASTEST_TO_TARGET  # the goal the DAG closes a study with, and `cloudburst advise`'s default
 GOALS = {
-    DEFAULT_GOAL: "fastest to the target accuracy (training clock)",
+    FASTEST_TO_TARGET: "fastest to the target accuracy (training clock)",
     "samples_per_core_second": "most training samples per core-second",
     "cheapest_under_time_limit": "fewest core-seconds among runs whose training fits the time limit",
 }
@@ -228,7 +229,7 @@ def advise(rows: Sequence[Row], goal: str = DEFAULT_GOAL, time_limit_seconds: fl
     if time_limit_seconds is not None and not time_limit_seconds > 0:
         raise StudyError(f"time limit {time_limit_seconds!r} s: must be a positive number of seconds")
     candidates = [row for row in rows if row.role in (RUN, BASELINE)]
-    if goal == DEFAULT_GOAL:
+    if goal == FASTEST_TO_TARGET:
         reached = [row for row in candidates if row.time_to_target_seconds is not None]
         ranked = sorted(reached, key=lambda row: row.time_to_target_seconds or 0)
         why = "reached the target accuracy first: {:.0f} s of training"
