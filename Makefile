@@ -106,7 +106,7 @@ bench-sv-scaling: setup-training  ## speaker models A and B: Horovod 1x1, 1x2, K
 bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elephas and the ceiling side by side (~35 min)
 	$(TRAINING_BIN)/python bench/strategies.py
 
-bench-cluster: setup-training  ## MNIST on 3 namespace hosts at 10gbit, 1gbit, 100mbit: Horovod, Downpour n_push 1/4/16, averaging vs 1x1 and the ceiling (root)
+bench-cluster: setup-training  ## MNIST on 3 namespace hosts at 10gbit, 1gbit, 100mbit: Horovod, Downpour n_push 1/4/16, averaging vs 1x1 and each strategy's own ceiling (root)
 	$(TRAINING_BIN)/python bench/cluster_links.py
 
 clean:  ## stop Hadoop, remove datasets and stores under var/ (environments and .cache stay)

@@ -2,8 +2,9 @@
 (bench/cluster_links.py's JSON, the newest under var/bench/cluster/ by default): the fitted constants, then each
 configuration predicted by the model fitted to all the others (leave one out), and the median error.
 
-Compute per example is the ceiling's rate per host (all hosts busy at once); the link latency is the measured
-TCP connect time between hosts (about 50 µs, `make cluster-status`).
+Compute per example is each strategy's own ceiling's rate per host (its workers on all hosts at once, communication
+off); a bench from before 2026-12-05 has one plain Keras ceiling, used for every strategy. The link latency is the
+measured TCP connect time between hosts (about 50 µs, `make cluster-status`).
 
 Then the model fitted to all of them extrapolates to 8, 16 and 64 nodes at 1, 10 and 25 Gbit/s (a table and
 var/bench/cluster/extrapolation.png), with Downpour's server on a node whose link is like the others' (on the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 from pathlib import Path
 
 from training import REPO_ROOT
@@ -53,13 +55,13 @@ def main() -> None:
             observations.append((configuration(name, link, settings, args.parameters, steps_per_epoch),
                                  run["samples_per_second"]))
             labels.append(f"{link} {name}")
-    seconds_per_example = {1: settings["nodes"] / results["ceiling"]["samples_per_second"]}
-    fitted = fit(observations, seconds_per_example)
+    seconds_per_example, by_strategy = compute_per_example(results)
+    fitted = fit(observations, seconds_per_example, by_strategy)
     print(f"fitted to all {len(observations)} (links at their nominal rates): overlap "
           + ", ".join(f"{s} {v:.2f}" for s, v in fitted.overlap.items()) + "; cost per message "
           + ", ".join(f"{s} {1000 * v:.1f} ms" for s, v in fitted.message_seconds.items()))
     print("\n| configuration | measured samples/s | predicted (left out) | error |\n|---|---|---|---|")
-    predictions = leave_one_out(observations, seconds_per_example)
+    predictions = leave_one_out(observations, seconds_per_example, by_strategy)
     for label, prediction in zip(labels, predictions, strict=True):
         if prediction.predicted is None or prediction.relative_error is None:
             print(f"| {label} | {prediction.measured:,.0f} | not predicted (no other run of its strategy) | |")
@@ -87,6 +89,17 @@ def main() -> None:
     figure.savefig(figure_path, dpi=100)
     close(figure)
     print(f"\nfigure: {figure_path}")
+
+
+def compute_per_example(results: dict) -> tuple[dict[int, float], dict[tuple[str, int], float]]:
+    """Seconds one worker (1 thread) computes per example: each strategy's from its own ceiling, and their mean
+    for a strategy without one; a bench from before 2026-12-05 has a single plain Keras ceiling."""
+    nodes = results["settings"]["nodes"]
+    if "ceilings" in results:
+        by_strategy = {(strategy, 1): nodes / run["samples_per_second"]
+                       for strategy, run in results["ceilings"].items()}
+        return {1: statistics.mean(by_strategy.values())}, by_strategy
+    return {1: nodes / results["ceiling"]["samples_per_second"]}, {}
 
 
 def _shape(settings: dict, parameters: int, steps_per_epoch: int) -> dict:

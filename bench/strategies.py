@@ -10,7 +10,8 @@ Contenders, all with the same model, batch size per worker and evaluation schedu
 Each of our strategies is measured against its own ceiling: the same configuration run by the strategy's own code
 with communication off (``communication=False``: the same workers, data path and training loop, nothing sent), so
 the ratio is the share of the strategy's throughput that communication leaves. A strategy above its ceiling by more
-than CEILING_NOISE_MARGIN means the ceiling measured other work: the benchmark says which and exits non-zero.
+than CEILING_NOISE_MARGIN (training/study/report.py) means the ceiling measured other work: the benchmark says which
+and exits non-zero.
 
 Printed: samples/s (median over epochs after the first), its fraction of the contender's own ceiling, seconds to
 the target test accuracy on each contender's training clock (evaluations excluded), final test accuracy and bytes
@@ -32,11 +33,9 @@ from typing import Any
 from scaling import BENCH_ROOT, measured_from, median_throughput, prepare, train_fresh
 
 from training import storage
+from training.study.report import above_ceiling
 
 DOWNPOUR_PUSH_EVERY = (1, 4, 16)
-# A strategy may measure a little above its ceiling by timing noise alone: both rates are medians of a few epochs
-# timed on 2 shared cores. More than this means the ceiling measured something other than the strategy's own work.
-CEILING_NOISE_MARGIN = 0.03
 ELEPHAS_MODES = (("synchronous", "epoch"), ("asynchronous", "batch"), ("asynchronous", "epoch"))
 
 
@@ -89,15 +88,6 @@ def row(name: str, measured: dict[str, Any], ceiling_rate: float | None) -> str:
     return (f"| {name:<24} | {rate(measured):>9,.0f} | {fraction:>7} | "
             f"{f'{target:,.1f}' if target else 'not reached':>12} | "
             f"{f'{100 * accuracy:.2f} %' if accuracy is not None else '–':>9} | {moved_text:>10} |")
-
-
-def above_ceiling(ratios: dict[str, float]) -> str | None:
-    """One line naming the first contender above its own ceiling by more than the noise margin, else None."""
-    for name, ratio in ratios.items():
-        if ratio > 1 + CEILING_NOISE_MARGIN:
-            return (f"{name} measured {ratio:.1%} of its own ceiling (more than {1 + CEILING_NOISE_MARGIN:.0%}): the "
-                    f"ceiling did not measure the strategy's own work")
-    return None
 
 
 def main() -> None:

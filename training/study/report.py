@@ -150,6 +150,16 @@ def ceiling_tolerance(rows: Sequence[Row]) -> float | None:
     return max(CEILING_NOISE_MARGIN, *spreads) if spreads else None
 
 
+def above_ceiling(ratios: dict[str, float], margin: float = CEILING_NOISE_MARGIN) -> str | None:
+    """For a benchmark's contenders (name → measured rate ÷ its own ceiling's): one line naming the highest above
+    1 + margin, else None. Above that, the ceiling measured other work than the contender's, so no ratio is honest."""
+    name, ratio = max(ratios.items(), key=lambda item: item[1], default=(None, 0.0))
+    if name is None or ratio <= 1 + margin:
+        return None
+    return (f"{name} measured {ratio:.1%} of its own ceiling (more than {1 + margin:.0%}): the ceiling did not "
+            "measure the strategy's own work")
+
+
 def ceiling_verdict(rows: Sequence[Row]) -> str:
     """One line on the ceiling check, for the report and the parent run's tag."""
     tolerance = ceiling_tolerance(rows)
