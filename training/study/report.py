@@ -133,7 +133,7 @@ def rows_from_runs(configurations: Sequence[dict[str, Any]], runs: dict[str, Any
             test_accuracy=_median_of(metrics, "test_accuracy"), bytes_moved=_median_of(metrics, "bytes_moved") or 0.0,
             run_id=representative[1].info.run_id, variant=configuration.get("variant", ""),
             cores=int(threads) * settings["nodes"] * settings["workers_per_node"],
-            spread=(max(throughput) - min(throughput)) / middle if len(throughput) > 1 else None,
+            spread=relative_spread(throughput),
             batch_size_per_worker=int(settings.get("batch_size_per_worker", 0)),
             n_fetch=int(settings.get("n_fetch", 0)),
             parameters=int(_median_of(metrics, "model_parameters") or 0),
@@ -150,14 +150,23 @@ def ceiling_tolerance(rows: Sequence[Row]) -> float | None:
     return max(CEILING_NOISE_MARGIN, *spreads) if spreads else None
 
 
-def above_ceiling(ratios: dict[str, float], margin: float = CEILING_NOISE_MARGIN) -> str | None:
-    """For a benchmark's contenders (name → measured rate ÷ its own ceiling's): one line naming the highest above
-    1 + margin, else None. Above that, the ceiling measured other work than the contender's, so no ratio is honest."""
-    name, ratio = max(ratios.items(), key=lambda item: item[1], default=(None, 0.0))
-    if name is None or ratio <= 1 + margin:
+def relative_spread(rates: Sequence[float]) -> float | None:
+    """(largest − smallest) ÷ median: how far apart measurements of one thing came; None for fewer than two."""
+    return (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else None
+
+
+def above_ceiling(ratios: dict[str, float], margins: dict[str, float] | None = None) -> str | None:
+    """For a benchmark's contenders (name → measured rate ÷ its own ceiling's): one line naming the one furthest
+    above its allowance, else None. A contender may measure up to 1 + its margin (``margins``, e.g. its ceiling's
+    spread between epochs; never less than CEILING_NOISE_MARGIN) by noise alone; above that, the ceiling measured
+    other work than the contender's, so no ratio is honest."""
+    allowed = {name: 1 + max(CEILING_NOISE_MARGIN, (margins or {}).get(name, 0.0)) for name in ratios}
+    over = [(ratio / allowed[name], name) for name, ratio in ratios.items() if ratio > allowed[name]]
+    if not over:
         return None
-    return (f"{name} measured {ratio:.1%} of its own ceiling (more than {1 + margin:.0%}): the ceiling did not "
-            "measure the strategy's own work")
+    _, name = max(over)
+    return (f"{name} measured {ratios[name]:.1%} of its own ceiling (more than {allowed[name]:.0%}, the noise "
+            "allowed): the ceiling did not measure the strategy's own work")
 
 
 def ceiling_verdict(rows: Sequence[Row]) -> str:
