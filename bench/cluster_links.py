@@ -20,11 +20,10 @@ against runs that do not communicate and so run once, at the first link rate:
                      non-zero, after the table, naming it.
 
 Printed per link rate: samples/s (median over the epochs after the first), its ratio to 1x1 and to its strategy's
-ceiling,
-seconds to the target test accuracy (the training clock, evaluations excluded), the final accuracy, the bytes the
-strategy moved (Downpour and averaging count them; Horovod's are the ring's 2(N-1)/N × 4 bytes × parameters per
-step per worker) and the bytes on the wire (the worker hosts' veth counters, both directions, over the train
-step: parameters plus Spark's own traffic, the shards read from HDFS and the containers' start). Also the
+ceiling, seconds to the target test accuracy (the training clock, evaluations excluded), the final accuracy, the
+bytes the strategy moved (Downpour and averaging count them; Horovod's are the ring's 2(N-1)/N × 4 bytes ×
+parameters per step per worker) and the bytes on the wire (the worker hosts' veth counters, both directions, over
+the train step: parameters plus Spark's own traffic, the shards read from HDFS and the containers' start). Also the
 cluster's start and stop times. Data: ingest → augment → shard (NODES and 1 shards) on the cluster's HDFS once;
 `netns.sh down` keeps HDFS's data, so later link rates reuse it. Results also go to var/bench/cluster/.
 
