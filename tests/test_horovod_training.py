@@ -39,6 +39,7 @@ def test_two_horovod_ranks_end_with_identical_weights_and_learn(spark, small_spe
     assert result.epochs[0]["val_accuracy"] > 0.6  # 1,000 images for one epoch: far above chance (0.1)
     assert len(result.evaluations) == small_spec.evaluations_per_epoch
     assert result.extra["threads_per_worker"] == max(1, (os.cpu_count() or 1) // 2)
+    assert result.extra["network_interface"] == "lo"  # local mode: no interface that may vanish mid-run
     assert Path(storage.resolve(result.model_uri).path).is_file()
     # The ring's bytes: 2 ranks each send their float32 gradients once per step (2(N−1)/N of them, N = 2).
     from training.workloads import workload_for

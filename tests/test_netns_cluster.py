@@ -221,7 +221,7 @@ def test_a_ceiling_on_the_cluster_returns_its_workers_model_to_the_driver(mnist_
 def test_one_horovod_worker_alone_on_a_host_finds_the_rendezvous_on_this_side(mnist_on_cluster):
     """The speedup baseline on the cluster (1 × 1). With a single task Horovod may take any of its interfaces for the
     rendezvous, loopback included, and the rank then asks its own namespace's 127.0.0.1 and aborts; the driver's
-    explicit address names the interface (placement.driver_interfaces)."""
+    explicit address names the interface (placement.horovod_interfaces)."""
     environment, data = mnist_on_cluster
     # On the two workers' shards already there (existing_shards): a shard job of its own would add a YARN
     # application (about 25 s) and test nothing this test is about.

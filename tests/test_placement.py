@@ -70,12 +70,15 @@ def test_a_worker_needs_at_least_one_thread():
         configure_tensorflow_threads(0)
 
 
-def test_horovod_uses_the_interface_of_an_explicit_driver_address_and_otherwise_chooses(monkeypatch):
-    from training.strategies.placement import driver_interfaces
+def test_horovod_uses_loopback_in_local_mode_the_interface_of_an_explicit_driver_address_and_otherwise_chooses(
+        monkeypatch):
+    from training.strategies.placement import horovod_interfaces
 
+    monkeypatch.setenv("CLOUDBURST_SPARK_DRIVER_HOST", "198.51.100.7")  # ignored: every local task is on this side
+    assert horovod_interfaces("local[2]") == {"lo"}
     monkeypatch.delenv("CLOUDBURST_SPARK_DRIVER_HOST", raising=False)
-    assert driver_interfaces() is None
+    assert horovod_interfaces("yarn") is None
     monkeypatch.setenv("CLOUDBURST_SPARK_DRIVER_HOST", "127.0.0.1")
-    assert driver_interfaces() == {"lo"}
+    assert horovod_interfaces("yarn") == {"lo"}
     monkeypatch.setenv("CLOUDBURST_SPARK_DRIVER_HOST", "198.51.100.7")  # TEST-NET-2: no interface here holds it
-    assert driver_interfaces() is None
+    assert horovod_interfaces("yarn") is None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ from training.strategies.input_pipeline import training_dataset
 from training.strategies.placement import (
     configure_tensorflow_threads,
     cores_per_node,
-    driver_interfaces,
+    horovod_interfaces,
     threads_per_worker,
     worker_environment,
 )
@@ -195,6 +196,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
         "resumed_from_epoch": resumed_from,
         "threads_per_worker": threads_per_worker(spec, node_cores),
         "steps_per_epoch": steps_per_epoch,
+        "network_interface": os.environ.get("HOROVOD_GLOO_IFACE", ""),  # the one Horovod's launcher gave Gloo
         # What the ring carried over the whole run (earlier attempts included, as Downpour counts): one all-reduce
         # of the gradients per backward_passes_per_step steps.
         "bytes_moved": ring_allreduce_bytes(
@@ -225,7 +227,7 @@ class HorovodStrategy:
                     use_gloo=True,
                     env=worker_environment(),
                     verbose=1,
-                    nics=driver_interfaces(),
+                    nics=horovod_interfaces(spark.sparkContext.master),
                 )
             except RuntimeError as error:
                 if "processes exited with non-zero" not in str(error):
@@ -259,6 +261,7 @@ class HorovodStrategy:
             resumed_from_epoch=measured["resumed_from_epoch"],
             extra={"threads_per_worker": measured["threads_per_worker"],
                    "steps_per_epoch": measured["steps_per_epoch"],
+                   "network_interface": measured["network_interface"],
                    "weights_sha256_per_rank": digests,
                    "ranks_in_sync": len(set(digests)) == 1,
                    "communication": spec.communication},

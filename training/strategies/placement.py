@@ -65,17 +65,24 @@ def worker_environment() -> dict[str, str]:
     return environment
 
 
-def driver_interfaces() -> set[str] | None:
-    """The network interface that holds $CLOUDBURST_SPARK_DRIVER_HOST, for Horovod's ``nics``; None when unset
-    or not an address of this machine (Horovod then chooses).
+def horovod_interfaces(spark_master: str) -> set[str] | None:
+    """The network interface Horovod's tasks and Gloo ring use (its ``nics``): loopback in local mode, the
+    interface that holds $CLOUDBURST_SPARK_DRIVER_HOST on a cluster, None when that is unset or not an address of
+    this machine (Horovod then chooses).
 
-    Horovod on Spark serves its Gloo rendezvous from the driver, at the driver's address on an interface every
-    task also has. With one task it takes any of that task's interfaces, loopback included, and a task in another
-    network namespace then asks its own 127.0.0.1 and aborts. Where the driver's address is set explicitly (a
-    cluster whose hosts reach this side only through it), its interface is the one to use."""
+    Left to choose, Horovod takes the first of the interfaces every task has, in no fixed order. In local mode
+    every task is on this machine, so that can be any interface here — a bridge that another program is about to
+    remove (the namespace cluster's ``cb0``), and the ranks then abort. With one task on a cluster it may take
+    loopback, and a task in another network namespace asks its own 127.0.0.1 and aborts. Where the driver's address
+    is set explicitly (a cluster whose hosts reach this side only through it), its interface is the one to use."""
+    if spark_master.startswith("local"):
+        return interface_holding("127.0.0.1")
     address = os.environ.get("CLOUDBURST_SPARK_DRIVER_HOST")
-    if not address:
-        return None
+    return interface_holding(address) if address else None
+
+
+def interface_holding(address: str) -> set[str] | None:
+    """The name of this machine's interface that holds ``address``, as a one-name set; None when none does."""
     import psutil
 
     for name, addresses in psutil.net_if_addrs().items():
