@@ -72,7 +72,7 @@ hadoop-status:  ## one line per Hadoop daemon, HDFS safe mode, live NodeManagers
 	infra/hadoop/hadoop.sh status
 
 # Several hosts on this machine: Hadoop in network namespaces with shaped links (infra/cluster/netns.sh; root).
-.PHONY: cluster-up cluster-down cluster-status study-cluster
+.PHONY: cluster-up cluster-down cluster-wipe cluster-status study-cluster
 NODES ?= 3
 LINK ?= 1gbit
 cluster-up: setup-training  ## a master and NODES worker hosts (default 3) in network namespaces, links shaped to LINK (default 1gbit)
@@ -80,6 +80,9 @@ cluster-up: setup-training  ## a master and NODES worker hosts (default 3) in ne
 
 cluster-down:  ## stop the cluster's daemons, remove its namespaces, links, bridge and cgroups (idempotent)
 	infra/cluster/netns.sh down
+
+cluster-wipe:  ## forget the cluster's data (HDFS, logs, YARN state) so the next cluster-up starts a new HDFS; refused while up
+	infra/cluster/netns.sh wipe
 
 cluster-status:  ## hosts, addresses, daemons, link rates, CPU quotas, live DataNodes and NodeManagers
 	infra/cluster/netns.sh status

@@ -42,6 +42,9 @@ def get_json(url: str) -> dict:
 @pytest.fixture(scope="module")
 def two_hosts():
     cluster("down", timeout=120)
+    # A fresh HDFS: data a bench left from more hosts would re-replicate over the links the tests measure.
+    wiped = cluster("wipe", timeout=120)
+    assert wiped.returncode == 0, wiped.stdout + wiped.stderr
     up = cluster("up", "2", "100mbit")
     assert up.returncode == 0, up.stdout + up.stderr
     yield up.stdout
@@ -628,7 +631,12 @@ def test_two_workloads_train_at_once_apart_and_yarn_queues_what_does_not_fit(who
     assert most_at_once == 2 and waiting_seen
 
 
-def test_down_removes_everything_and_is_idempotent(two_hosts):
+def test_down_removes_everything_and_is_idempotent_and_only_then_may_the_data_be_wiped(two_hosts):
+    state = REPO_ROOT / "var" / "cluster"
+    refused = cluster("wipe", timeout=30)
+    assert refused.returncode != 0 and "the cluster is up" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert (state / "cb-master" / "data" / "namenode" / "current" / "VERSION").is_file()
     down = cluster("down", timeout=180)
     assert down.returncode == 0, down.stderr
     assert namespaces() == set() and our_daemons() == []
@@ -639,3 +647,7 @@ def test_down_removes_everything_and_is_idempotent(two_hosts):
     again = cluster("down", timeout=60)
     assert again.returncode == 0
     assert cluster("status", timeout=30).returncode == 3
+    assert (state / "cb-node1" / "data").is_dir()  # down keeps the data
+    wiped = cluster("wipe", timeout=60)
+    assert wiped.returncode == 0, wiped.stderr
+    assert not list(state.glob("cb-*")) and not (state / "client").exists()

@@ -15,6 +15,11 @@
 #   infra/cluster/netns.sh down                stops every daemon it started (SIGTERM, then SIGKILL), removes
 #                                              every namespace, link, bridge, cgroup and /etc/netns entry it made;
 #                                              idempotent, and finds them by name after a crash too
+#   infra/cluster/netns.sh wipe                forget the cluster's data (each host's HDFS blocks, the NameNode's
+#                                              namespace, logs, YARN state) so the next `up` formats a new HDFS;
+#                                              refused while the cluster is up. Without it `up` keeps the data, and
+#                                              an HDFS written by more worker hosts than come up re-replicates the
+#                                              missing hosts' blocks over the links (the tests start from a wipe)
 #   infra/cluster/netns.sh status              hosts, addresses, daemons, link rates, CPU quotas, live DataNodes
 #                                              and NodeManagers, round-trip time master → each worker; exit 0
 #                                              when everything runs, 3 otherwise
@@ -385,6 +390,15 @@ cmd_shape() {
     echo "links shaped to $link (were $running) on the master and $nodes worker hosts in $((SECONDS - started)) s"
 }
 
+cmd_wipe() {
+    ip netns list | grep -q "^$PREFIX-" && die "the cluster is up; take it down first ($0 down)"
+    pgrep -f -- "-Dcloudburst.cluster=$ROOT" >/dev/null && die "cluster daemons still run; take it down first ($0 down)"
+    local freed
+    freed="$(du -sh "$VAR" 2>/dev/null | cut -f1)"
+    rm -rf "${VAR:?}/$PREFIX"-* "$VAR/client" "$STATE" "$VAR/spark-archive.uri"
+    echo "Cluster data wiped (${freed:-0} in var/cluster); the next up formats a new HDFS."
+}
+
 cmd_down() {
     local host started=$SECONDS
     # Worker hosts first and side by side (a NodeManager may take ~17 s to stop), then the master.
@@ -492,6 +506,7 @@ case "${1:-}" in
     up) shift; cmd_up "$@" ;;
     shape) shift; cmd_shape "$@" ;;
     down) cmd_down ;;
+    wipe) cmd_wipe ;;
     status) cmd_status ;;
     env) cmd_env ;;
     spark-archive) cmd_spark_archive ;;

@@ -18,6 +18,9 @@ pytestmark = [pytest.mark.hadoop, needs_root]
 def cluster_settings():
     """Two worker hosts up, Spark's jars on their HDFS; the client settings. Taken down afterwards."""
     cluster("down", timeout=120)
+    # A fresh HDFS: data a bench left from more hosts would re-replicate over the links the tests measure.
+    wiped = cluster("wipe", timeout=120)
+    assert wiped.returncode == 0, wiped.stdout + wiped.stderr
     up = cluster("up", "2", "1gbit")
     assert up.returncode == 0, up.stdout + up.stderr
     archive = cluster("spark-archive", timeout=900)
