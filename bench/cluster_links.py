@@ -137,10 +137,11 @@ def strategy_of(name: str) -> str:
     return name.split()[0]
 
 
-def ceilings(base, environment: dict[str, str], nodes: int, epochs: int, stamp: str) -> dict[str, dict[str, Any]]:
+def ceilings(base, environment: dict[str, str], nodes: int, epochs: int, stamp: str,
+             strategies: list[str]) -> dict[str, dict[str, Any]]:
     """Each strategy's own run on all the hosts with communication off, through YARN like the runs it bounds."""
     measured = {}
-    for strategy in STRATEGIES:
+    for strategy in strategies:
         label = f"{stamp}-ceiling-{strategy}"
         spec = base.with_changes(strategy=strategy, communication=False, epochs=epochs, run_name=label)
         measured[strategy] = train(spec, environment, label, nodes)
@@ -163,6 +164,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--links", default="10gbit,1gbit,100mbit", help="link rates, comma-separated (default "
                         "%(default)s)")
+    parser.add_argument("--strategies", default=",".join(STRATEGIES),
+                        help="strategies to run, comma-separated, each with its own ceiling (default %(default)s)")
     parser.add_argument("--nodes", type=int, default=3, help="worker hosts, one worker each (default 3)")
     parser.add_argument("--n-push", default="1,4,16", help="Downpour's n_fetch = n_push values (default 1,4,16)")
     parser.add_argument("--epochs", type=int, default=6, help="epochs per training run (default 6)")
@@ -181,6 +184,10 @@ def main() -> None:
     if args.ceiling_epochs < 2:
         parser.error("--ceiling-epochs: at least 2 (the first epoch, which traces the graphs, is not counted)")
     links = [link.strip() for link in args.links.split(",") if link.strip()]
+    strategies = [name.strip() for name in args.strategies.split(",") if name.strip()]
+    unknown = sorted(set(strategies) - set(STRATEGIES))
+    if unknown or not strategies:
+        parser.error(f"--strategies: {', '.join(unknown) or 'none given'}; choose from {', '.join(STRATEGIES)}")
     pushes = [int(value) for value in args.n_push.split(",") if value.strip()]
     OUT.mkdir(parents=True, exist_ok=True)
     from training.config import RunSpec
@@ -211,13 +218,15 @@ def main() -> None:
                 seconds = step(name, base, environment, f"{stamp}-{name}")
                 print(f"  {name}: {seconds:.0f} s", flush=True)
             step("shard", base.with_changes(nodes=1), environment, f"{stamp}-shard-1")
-            results["ceilings"] = ceilings(base, environment, args.nodes, args.ceiling_epochs, stamp)
+            results["ceilings"] = ceilings(base, environment, args.nodes, args.ceiling_epochs, stamp,
+                                           strategies)
             one = base.with_changes(nodes=1, strategy="horovod", run_name=f"{stamp}-1x1")
             results["1x1"] = train(one, environment, f"{stamp}-1x1", args.nodes)
             print(f"  1x1: {results['1x1']['samples_per_second']:,.0f} samples/s", flush=True)
         contenders = [(f"horovod {args.nodes}x1", {"strategy": "horovod"})]
         contenders += [(f"downpour n_push={k}", {"strategy": "downpour", "n_push": k, "n_fetch": k}) for k in pushes]
         contenders += [("averaging", {"strategy": "averaging"})]
+        contenders = [(name, changes) for name, changes in contenders if changes["strategy"] in strategies]
         measured = {}
         for name, changes in contenders:
             label = f"{stamp}-{link}-{name.replace(' ', '-').replace('=', '')}"
