@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from training import REPO_ROOT
+from training.settings import STRATEGIES
 from training.study.report import above_ceiling, relative_spread
 
 SCRIPT = REPO_ROOT / "infra" / "cluster" / "netns.sh"
@@ -127,9 +128,6 @@ def train(spec, environment: dict[str, str], label: str, nodes: int) -> dict[str
             "time_to_target_seconds": metrics.get("time_to_target_seconds"),
             "final_accuracy": accuracy[-1].value if accuracy else None, "bytes_moved": moved,
             "wire_bytes": on_the_wire, "wall_seconds": wall, "lost_workers": metrics.get("lost_workers")}
-
-
-STRATEGIES = ("horovod", "downpour", "averaging")
 
 
 def strategy_of(name: str) -> str:

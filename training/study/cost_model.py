@@ -34,8 +34,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from training.settings import STRATEGIES
+
 BYTES_PER_PARAMETER = 4  # float32
-STRATEGIES = ("horovod", "downpour", "averaging")
 
 
 @dataclass(frozen=True)

@@ -155,17 +155,27 @@ def relative_spread(rates: Sequence[float]) -> float | None:
     return (max(rates) - min(rates)) / statistics.median(rates) if len(rates) > 1 else None
 
 
-def above_ceiling(ratios: dict[str, float], margins: dict[str, float] | None = None) -> str | None:
-    """For a benchmark's contenders (name → measured rate ÷ its own ceiling's): one line naming the one furthest
-    above its allowance, else None. A contender may measure up to 1 + its margin (``margins``, e.g. its ceiling's
-    spread between epochs; never less than CEILING_NOISE_MARGIN) by noise alone; above that, the ceiling measured
-    other work than the contender's, so no ratio is honest."""
-    allowed = {name: 1 + max(CEILING_NOISE_MARGIN, (margins or {}).get(name, 0.0)) for name in ratios}
+def furthest_above(ratios: dict[str, float], margins: dict[str, float]) -> tuple[str, float] | None:
+    """Of the contenders (name → measured rate ÷ its own ceiling's), the one furthest above 1 + its margin (the
+    noise it may show by that alone; never less than CEILING_NOISE_MARGIN), with the ratio it was allowed; None
+    when each is within its allowance."""
+    allowed = {name: 1 + max(CEILING_NOISE_MARGIN, margins.get(name, 0.0)) for name in ratios}
     over = [(ratio / allowed[name], name) for name, ratio in ratios.items() if ratio > allowed[name]]
     if not over:
         return None
     _, name = max(over)
-    return (f"{name} measured {ratios[name]:.1%} of its own ceiling (more than {allowed[name]:.0%}, the noise "
+    return name, allowed[name]
+
+
+def above_ceiling(ratios: dict[str, float], margins: dict[str, float] | None = None) -> str | None:
+    """For a benchmark's contenders: one line naming the one furthest above its allowance (:func:`furthest_above`;
+    ``margins`` e.g. each ceiling's spread between epochs), else None. Above that, the ceiling measured other work
+    than the contender's, so no ratio is honest."""
+    found = furthest_above(ratios, margins or {})
+    if found is None:
+        return None
+    name, allowed = found
+    return (f"{name} measured {ratios[name]:.1%} of its own ceiling (more than {allowed:.0%}, the noise "
             "allowed): the ceiling did not measure the strategy's own work")
 
 
@@ -201,12 +211,13 @@ def judge(rows: list[Row]) -> list[Row]:
             row.ceiling_ratio = row.samples_per_second / ceiling.samples_per_second
             row.communication_share = max(0.0, 1 - row.ceiling_ratio)
     tolerance = ceiling_tolerance(rows)
-    above = [row for row in rows if tolerance is not None and row.ceiling_ratio is not None
-             and row.ceiling_ratio > 1 + tolerance]
-    if above:
-        worst = max(above, key=lambda row: row.ceiling_ratio or 0)
+    judged = {row.label: row for row in rows if tolerance is not None and row.ceiling_ratio is not None}
+    found = furthest_above({label: row.ceiling_ratio or 0.0 for label, row in judged.items()},
+                           dict.fromkeys(judged, tolerance or 0.0))
+    if found is not None:
+        worst = judged[found[0]]
         raise StudyError(f"{worst.label} measured {worst.samples_per_second:,.0f} samples/s, "
-                         f"{worst.ceiling_ratio:.0%} of its ceiling (allowed {1 + tolerance:.0%}, the study's noise): "
+                         f"{worst.ceiling_ratio:.0%} of its ceiling (allowed {found[1]:.0%}, the study's noise): "
                          "the ceiling did not measure the same work; the study's ratios would not be honest")
     return rows
 
