@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -61,6 +62,30 @@ def test_bad_shapes_are_refused_in_one_line_before_anything_is_made(arguments, m
     assert result.returncode != 0 and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert namespaces() == before
+
+
+def test_on_a_fresh_checkout_the_commands_that_need_no_cluster_work_and_the_others_refuse_in_one_line(tmp_path):
+    # A copy of infra/ alone is a checkout where no cluster ever ran: no var/cluster at all (CI's clean clone).
+    shutil.copytree(REPO_ROOT / "infra", tmp_path / "infra")
+    fresh = tmp_path / "infra" / "cluster" / "netns.sh"
+
+    def run(*arguments: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(fresh), *arguments], capture_output=True, text=True, timeout=60, check=False)
+
+    cluster("down", timeout=120)  # wipe is refused while any cluster's namespaces are up
+    for _ in range(2):  # nothing to wipe, and again: both succeed
+        wiped = run("wipe")
+        assert wiped.returncode == 0 and "Cluster data wiped (0 in var/cluster)" in wiped.stdout, wiped
+    assert not (tmp_path / "var").exists()
+    status = run("status")
+    assert status.returncode == 3 and status.stdout.strip() == "no cluster (infra/cluster/netns.sh up)", status
+    for arguments, message in [(("shape", "1gbit"), "no cluster is up"),
+                               (("exec", "cb-node1", "true"), "no host cb-node1 is up (hosts up: none)"),
+                               (("exec", "cb-node1"), "exec needs a host and a command"),
+                               (("exec",), "exec needs a host and a command")]:
+        refused = run(*arguments)
+        assert refused.returncode == 1 and refused.stdout == "", refused
+        assert refused.stderr.count("\n") == 1 and message in refused.stderr, refused
 
 
 @pytest.mark.timeout(900)

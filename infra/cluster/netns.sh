@@ -393,10 +393,11 @@ cmd_shape() {
 cmd_wipe() {
     ip netns list | grep -q "^$PREFIX-" && die "the cluster is up; take it down first ($0 down)"
     pgrep -f -- "-Dcloudburst.cluster=$ROOT" >/dev/null && die "cluster daemons still run; take it down first ($0 down)"
-    local freed
-    freed="$(du -sh "$VAR" 2>/dev/null | cut -f1)"
+    local freed=0
+    # A fresh checkout has no var/cluster: nothing to free, and du's failure must not end the script (pipefail).
+    if [[ -d "$VAR" ]]; then freed="$(du -sh "$VAR" | cut -f1)"; fi
     rm -rf "${VAR:?}/$PREFIX"-* "$VAR/client" "$STATE" "$VAR/spark-archive.uri"
-    echo "Cluster data wiped (${freed:-0} in var/cluster); the next up formats a new HDFS."
+    echo "Cluster data wiped ($freed in var/cluster); the next up formats a new HDFS."
 }
 
 cmd_down() {
@@ -510,7 +511,11 @@ case "${1:-}" in
     status) cmd_status ;;
     env) cmd_env ;;
     spark-archive) cmd_spark_archive ;;
-    exec) shift; host="${1:?host}"; shift
+    exec) shift
+        (($# >= 2)) || die "exec needs a host and a command, e.g. exec $PREFIX-node1 nproc"
+        host="$1"; shift
+        up_hosts="$(ip netns list | grep -o "^$PREFIX-[a-z0-9]*" | sort | paste -sd' ' || true)"
+        [[ " $up_hosts " == *" $host "* ]] || die "no host $host is up (hosts up: ${up_hosts:-none})"
         # Its CPU share too (worker hosts): a process run "on" a host competes for that host's cores only.
         if [[ -w "$(cgroup_of "$host")/cgroup.procs" ]]; then echo "$$" >"$(cgroup_of "$host")/cgroup.procs"; fi
         exec ip netns exec "$host" "$@" ;;
