@@ -57,7 +57,8 @@ status=0
 sleep 1
 if [[ $status -ne 0 ]] || grep -q "task_id=report.*state=failed\|Task failed\|RunSpecError\|StudyError" "$log"; then
     # The reason in one line (the plan's refusal, the report's verdict), else the log's last errors.
-    reason=$(grep -E "^[A-Za-z_.]*(RunSpecError|StudyError): " "$log" | tail -1 | sed -E 's/^[A-Za-z_.]*: //')
+    # (|| true: with no such line grep fails, and under pipefail that would end the script before the errors print)
+    reason=$(grep -E "^[A-Za-z_.]*(RunSpecError|StudyError): " "$log" | tail -1 | sed -E 's/^[A-Za-z_.]*: //' || true)
     if [[ -n "$reason" ]]; then echo "[study] $reason" >&2; else grep -E "ERROR" "$log" | tail -10 >&2 || true; fi
     echo "[study] the study failed; see $log" >&2
     exit 1
