@@ -362,6 +362,7 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
     from pyspark.sql import SparkSession
 
     from training.config import RunSpec
+    from training.models.optimizers import make_optimizer
     from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping).with_changes(nodes=1, workers_per_node=WORKERS).validate()
@@ -373,7 +374,7 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
 
     tf.keras.utils.set_random_seed(spec.seed)
     model = workload.build_model()
-    model.compile(optimizer=workload.make_optimizer(spec.learning_rate), loss=workload.make_loss(),
+    model.compile(optimizer=make_optimizer(spec.worker_optimizer, spec.learning_rate), loss=workload.make_loss(),
                   metrics=["accuracy"])
     weight_bytes = sum(tensor.nbytes for tensor in model.get_weights())
 

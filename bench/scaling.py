@@ -46,6 +46,7 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
     import tensorflow as tf
 
     from training.config import RunSpec
+    from training.models.optimizers import make_optimizer
     from training.strategies.base import EvaluationSet
     from training.strategies.evaluation_clock import EvaluationClock
     from training.strategies.input_pipeline import training_dataset
@@ -61,7 +62,7 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
     test_images, test_labels = EvaluationSet(spec.augmented_uri(), "test").load(workload)
     steps_per_epoch = len(labels) // spec.batch_size_per_worker
     model = workload.build_model()
-    model.compile(optimizer=workload.make_optimizer(spec.learning_rate), loss=workload.make_loss(),
+    model.compile(optimizer=make_optimizer(spec.worker_optimizer, spec.learning_rate), loss=workload.make_loss(),
                   metrics=["accuracy"])
     clock = EvaluationClock(test_images, test_labels, spec.evaluations_per_epoch, steps_per_epoch,
                             spec.target_accuracy, combine=lambda counts: counts)

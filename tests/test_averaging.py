@@ -63,6 +63,27 @@ def rounds_in_this_process(spec: RunSpec):
 
 
 @pytest.mark.spark
+def test_each_worker_trains_with_the_worker_optimizer_setting(spark, tmp_path):
+    from training.strategies import averaging
+
+    spec = RunSpec(strategy="averaging", train_limit=128, test_limit=40, augment_copies=0, epochs=1,
+                   batch_size_per_worker=16, workers_per_node=2, rounds_per_epoch=2, data_root=str(tmp_path / "data"))
+    prepare_datasets(spark, spec)
+    returned = {}
+    for name, expected in [("adam", "Adam"), ("adagrad", "Adagrad"), ("momentum", "SGD"), ("sgd", "SGD")]:
+        chosen = spec.with_changes(worker_optimizer=name, learning_rate=0.05, run_name=name)
+        [result] = rounds_in_this_process(chosen)(None, 0, 0)[:1]
+        [state] = [state for (run, rank), state in averaging._worker_state.items()
+                   if rank == 0 and run.startswith(chosen.to_json())]
+        optimizer = state.model.optimizer
+        assert type(optimizer).__name__ == expected, name
+        assert float(getattr(optimizer, "momentum", 0.0)) == pytest.approx(0.9 if name == "momentum" else 0.0), name
+        returned[name] = np.concatenate([weights.ravel() for weights in result["weights"]])
+    # Same data, same start, same rate: four rules, four different models after one round.
+    assert len({digest.tobytes() for digest in returned.values()}) == 4
+
+
+@pytest.mark.spark
 def test_how_often_accuracy_is_measured_does_not_change_what_is_trained(spark, tmp_path):
     spec = RunSpec(strategy="averaging", train_limit=128, test_limit=40, augment_copies=0, epochs=2,
                    batch_size_per_worker=16, workers_per_node=2, rounds_per_epoch=2, data_root=str(tmp_path / "data"))

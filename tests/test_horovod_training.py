@@ -56,6 +56,20 @@ def test_a_cosine_decay_after_the_warm_up_trains_with_horovods_own_callbacks(spa
     assert result.epochs[-1]["val_accuracy"] > 0.6
 
 
+def test_the_worker_optimizer_setting_is_what_the_ranks_step_with(spark, small_spec):
+    import tensorflow as tf
+
+    spec = small_spec.with_changes(worker_optimizer="adagrad", learning_rate=0.1, run_name="adagrad")
+    run_uri = storage.join(spec.run_uri(), "direct")
+    result = HorovodStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri()), run_uri, spark)
+    assert result.extra["ranks_in_sync"] is True and result.epochs[0]["val_accuracy"] > 0.3  # chance: 0.1
+    # The checkpoint holds the optimizer's slots: Adagrad's accumulators, none of Adam's moments.
+    [state] = Path(storage.resolve(run_uri).path).glob("checkpoints/epoch-*/state.index")
+    slots = {name.split(".OPTIMIZER_SLOT/optimizer/")[1].split("/")[0]
+             for name, _ in tf.train.list_variables(str(state.with_suffix(""))) if ".OPTIMIZER_SLOT/" in name}
+    assert slots == {"accumulator"}
+
+
 def test_with_weight_averaging_the_ranks_evaluate_and_save_the_average(spark, small_spec):
     from training.strategies.checkpoints import load_model
     from training.strategies.evaluation_clock import correct_predictions

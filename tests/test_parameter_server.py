@@ -247,18 +247,25 @@ def test_a_checkpoint_with_non_finite_values_is_not_restored():
     assert shard.snapshot()[1] == 0
 
 
+def test_an_unknown_optimizer_name_is_refused_naming_the_choices():
+    from training.models.optimizers import make_optimizer
+
+    with pytest.raises(ValueError, match="optimizer 'rmsprop': must be one of adagrad, sgd, momentum, adam"):
+        make_optimizer("rmsprop", 0.1)
+
+
 @pytest.mark.parametrize("optimizer", ["adagrad", "sgd", "momentum", "adam"])
 def test_the_workers_keras_step_and_the_servers_numpy_step_agree_step_for_step(optimizer):
     import tensorflow as tf
 
-    from training.strategies.downpour_worker import make_local_optimizer
+    from training.models.optimizers import make_optimizer
 
     rng = np.random.default_rng(7)
     initial = rng.normal(size=257).astype(np.float32)
     gradients = [rng.normal(scale=scale, size=257).astype(np.float32) for scale in (0.1, 1.0, 3.0, 0.01, 0.5, 2.0)]
     server = ParameterShard(initial, optimizer, learning_rate=0.1)  # the server's own initial accumulator
     variable = tf.Variable(initial)
-    local = make_local_optimizer(optimizer, 0.1)
+    local = make_optimizer(optimizer, 0.1)
     for step, gradient in enumerate(gradients, start=1):
         server.apply(gradient)
         local.apply_gradients([(tf.constant(gradient), variable)])

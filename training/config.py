@@ -19,9 +19,9 @@ from typing import Any
 
 from training import workloads
 from training.contract import REPO_ROOT
-from training.settings import SERVER_OPTIMIZERS, SHARED_SETTINGS, STRATEGIES, RunSpecError, Setting
+from training.settings import OPTIMIZERS, SHARED_SETTINGS, STRATEGIES, RunSpecError, Setting
 
-__all__ = ["REPO_ROOT", "SERVER_OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings",
+__all__ = ["REPO_ROOT", "OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings",
            "preset_values", "run_name_from", "setting", "shard_rows", "workload_defaults", "workload_settings"]
 
 

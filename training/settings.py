@@ -25,7 +25,7 @@ DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
 
 STRATEGIES = ("horovod", "downpour", "averaging")
-SERVER_OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
+OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
 RUN_NAME_PATTERN = r"[A-Za-z0-9_.-]+"
 # A link rate the namespace cluster's tc can shape to, 1mbit to 100gbit (infra/cluster/netns.sh check_link).
@@ -165,9 +165,14 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
               "Examples per step on each worker; the global batch is this × total workers. Larger batches talk "
               "less often and scale better.", TRAINING, maximum=65_536),
     Setting("learning_rate", float, 0.001, "Learning rate (one worker)",
-            "Adam's learning rate for one worker (horovod, averaging); Horovod scales it by the number of workers "
-            "after a warm-up. Downpour uses server_learning_rate instead.", TRAINING, minimum=0,
+            "The worker optimizer's learning rate for one worker (horovod, averaging); Horovod scales it by the "
+            "number of workers after a warm-up. Downpour uses server_learning_rate instead.", TRAINING, minimum=0,
             exclusive_minimum=True, maximum=10),
+    Setting("worker_optimizer", str, "adam", "Worker optimizer",
+            "The optimizer each worker trains with (horovod — one rank is plain Keras — and averaging): adam "
+            "(Keras' defaults), adagrad (accumulators start at 0.1, as on the Downpour server; try a learning rate "
+            "near 0.1), sgd, or momentum (SGD with momentum 0.9). Downpour's workers step with server_optimizer.",
+            TRAINING, choices=OPTIMIZERS),
     Setting("warmup_epochs", int, 1, "Warm-up epochs",
             "Epochs over which the learning rate ramps from the one-worker value to the scaled one.", TRAINING,
             minimum=0, maximum=1000),
@@ -211,7 +216,7 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "How the server applies a pushed gradient: adagrad (per-parameter step sizes, as in Downpour SGD), "
             "plain sgd, momentum (SGD with momentum 0.9) or adam (Keras' β and ε; use a server learning rate near "
             "0.001). Workers take their local steps between pushes with the same rule.", DOWNPOUR,
-            choices=SERVER_OPTIMIZERS),
+            choices=OPTIMIZERS),
     Setting("server_learning_rate", float, 0.1, "Downpour: server learning rate",
             "Step size of the server's optimizer, also used for the workers' local steps between pushes.",
             DOWNPOUR, minimum=0, exclusive_minimum=True, maximum=100),
@@ -269,4 +274,4 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
 
 # Workload packages use these for their own settings.
 __all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD", "TRAINING",
-           "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "SERVER_OPTIMIZERS", "Setting"]
+           "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting"]

@@ -46,19 +46,13 @@ def _build_model() -> Any:
                                 tf.keras.layers.Dense(16, activation="relu"), tf.keras.layers.Dense(CLASSES)])
 
 
-def _adam(learning_rate: float) -> Any:
-    import tensorflow as tf
-
-    return tf.keras.optimizers.legacy.Adam(learning_rate)
-
-
 def _arrays(batch: image_records.ImageBatch) -> tuple[np.ndarray, np.ndarray]:
     return batch.images, batch.labels.astype(np.int32)
 
 
 def trainable(spec: RunSpec) -> Trainable:
     return Trainable(
-        name=spec.workload, num_classes=CLASSES, build_model=_build_model, make_optimizer=_adam,
+        name=spec.workload, num_classes=CLASSES, build_model=_build_model,
         load_shard=lambda uri, rank, workers: _arrays(sharding.read_worker_images(uri, rank, workers)),
         load_split=lambda uri, split: _arrays(image_records.read_split(uri, split)),
         class_names=("a", "b", "c"))

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from training.models.optimizers import make_optimizer
 from training.strategies import bookkeeping
 from training.strategies.base import EvaluationSet, TrainingResult
 from training.strategies.placement import configure_tensorflow_threads, cores_per_node, threads_per_worker
@@ -147,8 +148,8 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
             images, labels = workload.load_shard(shards_uri, rank, spec.total_workers)
             tf.keras.utils.set_random_seed(spec.seed)  # the driver's initial weights, for a worker sent none
             model = workload.build_model()
-            model.compile(optimizer=workload.make_optimizer(spec.learning_rate), loss=workload.make_loss(),
-                          metrics=["accuracy"])
+            model.compile(optimizer=make_optimizer(spec.worker_optimizer, spec.learning_rate),
+                          loss=workload.make_loss(), metrics=["accuracy"])
             _worker_state[key] = WorkerState(workload, images, labels, model)
             if not spec.communication:
                 RankWeightsFile(key[0], rank).forget_other_runs()

@@ -34,9 +34,6 @@ import numpy as np
 
 PR_SET_PDEATHSIG = 1
 SNAPSHOTS_FILE = "snapshots.npz"  # the ceiling's worker 0 leaves its evaluation snapshots here, beside the report
-# The server's Adagrad starts every accumulator here too (ParameterShard's default); a test checks that the local
-# optimizer and the server's agree step for step.
-INITIAL_ACCUMULATOR = 0.1
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -65,6 +62,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     import tensorflow as tf
 
     from training.config import RunSpec
+    from training.models.optimizers import make_optimizer
     from training.strategies.bookkeeping import evaluation_positions
     from training.strategies.input_pipeline import training_dataset
     from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
@@ -91,7 +89,7 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     variables = model.trainable_variables
     sizes = [int(np.prod(variable.shape)) for variable in variables]
     loss_function = workload.make_loss()
-    local_optimizer = make_local_optimizer(spec.server_optimizer, spec.server_learning_rate)
+    local_optimizer = make_optimizer(spec.server_optimizer, spec.server_learning_rate)
     accumulated = [tf.Variable(tf.zeros_like(variable), trainable=False) for variable in variables]
 
     @tf.function
@@ -232,25 +230,6 @@ class LocalClient:
 
     def close(self) -> None:
         pass
-
-
-def make_local_optimizer(server_optimizer: str, learning_rate: float) -> Any:
-    """The worker's step between pushes: the server's rule and rate in Keras, so local and server steps have one
-    scale. Keras adds 1e-7 to Adagrad's denominator (≥ sqrt(0.1)): a relative difference of at most 3e-7."""
-    import tensorflow as tf
-
-    from training.strategies.parameter_server.shards import ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON, MOMENTUM
-
-    if server_optimizer == "adagrad":
-        return tf.keras.optimizers.legacy.Adagrad(learning_rate, initial_accumulator_value=INITIAL_ACCUMULATOR)
-    if server_optimizer == "sgd":
-        return tf.keras.optimizers.legacy.SGD(learning_rate)
-    if server_optimizer == "momentum":
-        return tf.keras.optimizers.legacy.SGD(learning_rate, momentum=MOMENTUM)
-    if server_optimizer == "adam":
-        return tf.keras.optimizers.legacy.Adam(learning_rate, beta_1=ADAM_BETA_1, beta_2=ADAM_BETA_2,
-                                               epsilon=ADAM_EPSILON)
-    raise ValueError(f"server optimizer {server_optimizer!r}: must be one of adagrad, sgd, momentum, adam")
 
 
 def wait_version(pushes: int, steps: int) -> int:

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from training import sharding, storage
+from training.models.optimizers import make_optimizer
 from training.strategies import bookkeeping
 from training.strategies.base import EvaluationSet, TrainingInterruptedError, TrainingResult
 from training.strategies.input_pipeline import training_dataset
@@ -81,13 +82,13 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     if spec.communication:
         scaled_learning_rate = spec.learning_rate * size  # Horovod: scale the learning rate by the workers
         optimizer = hvd.DistributedOptimizer(  # Horovod: average gradients with ring all-reduce
-            workload.make_optimizer(scaled_learning_rate),
+            make_optimizer(spec.worker_optimizer, scaled_learning_rate),
             compression=hvd.Compression.fp16 if spec.fp16_compression else hvd.Compression.none,
             backward_passes_per_step=spec.backward_passes_per_step,
             average_aggregated_gradients=True,
         )
     else:  # a lone rank's gradient is one batch's, not the average of size batches: the one-worker rate
-        optimizer = workload.make_optimizer(spec.learning_rate)
+        optimizer = make_optimizer(spec.worker_optimizer, spec.learning_rate)
     model.compile(optimizer=optimizer, loss=workload.make_loss(), metrics=["accuracy"])
 
     # Built before the checkpoint so a resumed run restores the average with the weights.

@@ -78,7 +78,6 @@ class Trainable:
     name: str
     num_classes: int
     build_model: Callable[[], Any]
-    make_optimizer: Callable[[float], Any]
     load_shard: Callable[[str, int, int], tuple[np.ndarray, np.ndarray]]  # (shards URI, rank, workers)
     load_split: Callable[[str, str], tuple[np.ndarray, np.ndarray]]  # (dataset URI, split name)
     class_names: tuple[str, ...] = ()

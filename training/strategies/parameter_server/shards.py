@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from training.config import SERVER_OPTIMIZERS
+from training.config import OPTIMIZERS
 
 
 class NonFiniteError(ValueError):
@@ -54,8 +54,8 @@ class ParameterShard:
 
     def __init__(self, initial: np.ndarray, optimizer: str = "adagrad", learning_rate: float = 0.01,
                  initial_accumulator: float = 0.1) -> None:
-        if optimizer not in SERVER_OPTIMIZERS:
-            raise ValueError(f"server optimizer {optimizer!r}: must be one of {', '.join(SERVER_OPTIMIZERS)}")
+        if optimizer not in OPTIMIZERS:
+            raise ValueError(f"server optimizer {optimizer!r}: must be one of {', '.join(OPTIMIZERS)}")
         if learning_rate <= 0:
             raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
         self.parameters = np.array(initial, dtype=np.float32).ravel()

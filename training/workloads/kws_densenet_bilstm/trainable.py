@@ -13,7 +13,6 @@ from training import sharding, storage
 from training.datasets import image_records
 from training.workloads.base import Trainable
 from training.workloads.kws_densenet_bilstm import SYNTHETIC_SOURCE, held_out_families
-from training.workloads.mnist_elastic_cnn.trainable import adam
 
 if TYPE_CHECKING:
     from training.config import RunSpec
@@ -86,7 +85,7 @@ def trainable(spec: RunSpec) -> Trainable:
 
         return densenet_bilstm(feature_shape(spec.features), len(class_names))
 
-    return Trainable(name=spec.workload, num_classes=len(class_names), build_model=build_model, make_optimizer=adam,
+    return Trainable(name=spec.workload, num_classes=len(class_names), build_model=build_model,
                      load_shard=load_shard, load_split=load_split, class_names=tuple(class_names),
                      augment_batch=make_augmenter(parse_augmentations(spec.online_augmentation), spec.features),
                      evaluate_further=lambda model, test_predictions: evaluate_keywords_and_families(

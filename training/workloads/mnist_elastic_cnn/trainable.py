@@ -19,13 +19,6 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
     return mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), overwrite, spec.train_limit, spec.test_limit)
 
 
-def adam(learning_rate: float) -> Any:
-    import tensorflow as tf
-
-    # Keras 2's legacy optimizers are the ones Horovod 0.28 wraps reliably (TF ≥ 2.11 changed the new ones).
-    return tf.keras.optimizers.legacy.Adam(learning_rate)
-
-
 def _as_inputs(batch: image_records.ImageBatch) -> tuple[np.ndarray, np.ndarray]:
     """uint8 (n, 28, 28) → the model's layout (n, 28, 28, 1); scaling to [0, 1] happens in the model feed."""
     return batch.images[..., np.newaxis], batch.labels.astype(np.int32)
@@ -49,7 +42,7 @@ def trainable(spec: RunSpec) -> Trainable:
                           batch_norm=spec.batch_norm)
 
     return Trainable(name=spec.workload, num_classes=mnist.NUM_CLASSES, build_model=build_model,
-                     make_optimizer=adam, load_shard=load_shard, load_split=load_split,
+                     load_shard=load_shard, load_split=load_split,
                      class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)),
                      augment_batch=(make_elastic_augmenter(spec.alpha, spec.sigma, spec.elastic_fraction,
                                                            spec.rotation_degrees, spec.scale_jitter)

@@ -12,7 +12,6 @@ from training.settings import RunSpecError
 from training.workloads.base import Trainable
 from training.workloads.kws_densenet_bilstm import held_out_families
 from training.workloads.kws_densenet_bilstm.trainable import corpus_source, load_shard, load_split
-from training.workloads.mnist_elastic_cnn.trainable import adam
 from training.workloads.speaker_verification import MODEL_A, MODEL_B, SPOTTER
 
 if TYPE_CHECKING:
@@ -75,7 +74,7 @@ def trainable(spec: RunSpec) -> Trainable:
 
         make_loss().set_margin(ramped_margin(epoch + margin_offset, ramp_epochs=MARGIN_RAMP_EPOCHS))
 
-    return Trainable(name=spec.workload, num_classes=speakers, build_model=build_model, make_optimizer=adam,
+    return Trainable(name=spec.workload, num_classes=speakers, build_model=build_model,
                      load_shard=load_shard, load_split=load_split,
                      class_names=tuple(clips["class_names"][:speakers]), loss=make_loss, begin_epoch=begin_epoch,
                      epoch_metrics=development_eer(spec))
@@ -141,7 +140,7 @@ def spotter_trainable(spec: RunSpec) -> Trainable:
 
         return densenet_bilstm(feature_shape(spec.features), len(words))
 
-    return Trainable(name=spec.workload, num_classes=len(words), build_model=build_model, make_optimizer=adam,
+    return Trainable(name=spec.workload, num_classes=len(words), build_model=build_model,
                      load_shard=lambda shards, rank, workers: by_word(sharding.read_worker_images(shards, rank,
                                                                                                   workers)),
                      load_split=lambda dataset, split: by_word(image_records.read_split(dataset, split)),
