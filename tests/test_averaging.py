@@ -62,13 +62,19 @@ def rounds_in_this_process(spec: RunSpec):
     return run_round
 
 
+def two_tiny_workers(spark, tmp_path: Path, epochs: int) -> RunSpec:
+    """Two workers, 64 images each, two rounds an epoch: its datasets prepared."""
+    spec = RunSpec(strategy="averaging", train_limit=128, test_limit=40, augment_copies=0, epochs=epochs,
+                   batch_size_per_worker=16, workers_per_node=2, rounds_per_epoch=2, data_root=str(tmp_path / "data"))
+    prepare_datasets(spark, spec)
+    return spec
+
+
 @pytest.mark.spark
 def test_each_worker_trains_with_the_worker_optimizer_setting(spark, tmp_path):
     from training.strategies import averaging
 
-    spec = RunSpec(strategy="averaging", train_limit=128, test_limit=40, augment_copies=0, epochs=1,
-                   batch_size_per_worker=16, workers_per_node=2, rounds_per_epoch=2, data_root=str(tmp_path / "data"))
-    prepare_datasets(spark, spec)
+    spec = two_tiny_workers(spark, tmp_path, epochs=1)
     returned = {}
     for name, expected in [("adam", "Adam"), ("adagrad", "Adagrad"), ("momentum", "SGD"), ("sgd", "SGD")]:
         chosen = spec.with_changes(worker_optimizer=name, learning_rate=0.05, run_name=name)
@@ -85,9 +91,7 @@ def test_each_worker_trains_with_the_worker_optimizer_setting(spark, tmp_path):
 
 @pytest.mark.spark
 def test_how_often_accuracy_is_measured_does_not_change_what_is_trained(spark, tmp_path):
-    spec = RunSpec(strategy="averaging", train_limit=128, test_limit=40, augment_copies=0, epochs=2,
-                   batch_size_per_worker=16, workers_per_node=2, rounds_per_epoch=2, data_root=str(tmp_path / "data"))
-    prepare_datasets(spark, spec)
+    spec = two_tiny_workers(spark, tmp_path, epochs=2)
     trained = {}
     for every in (1, 3):
         measured = spec.with_changes(evaluations_per_epoch=every, run_name=f"evaluated-{every}-per-epoch")
