@@ -7,6 +7,7 @@ import threading
 import numpy as np
 
 from training.config import OPTIMIZERS
+from training.models.optimizers import ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON, INITIAL_ACCUMULATOR, MOMENTUM
 
 
 class NonFiniteError(ValueError):
@@ -34,9 +35,6 @@ def clip_push(gradient: np.ndarray, steps: int, max_norm: float) -> tuple[np.nda
     return (wide * (limit / norm)).astype(np.float32), True
 
 
-# Moment decay rates of the server's momentum and Adam (Keras' defaults, so a worker's local steps match).
-MOMENTUM = 0.9
-ADAM_BETA_1, ADAM_BETA_2, ADAM_EPSILON = 0.9, 0.999, 1e-7
 # Each optimizer's per-parameter state, saved in checkpoints under these names.
 OPTIMIZER_STATE = {"adagrad": ("accumulator",), "sgd": (), "momentum": ("velocity",),
                    "adam": ("first_moment", "second_moment")}
@@ -53,7 +51,7 @@ class ParameterShard:
     """
 
     def __init__(self, initial: np.ndarray, optimizer: str = "adagrad", learning_rate: float = 0.01,
-                 initial_accumulator: float = 0.1) -> None:
+                 initial_accumulator: float = INITIAL_ACCUMULATOR) -> None:
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"server optimizer {optimizer!r}: must be one of {', '.join(OPTIMIZERS)}")
         if learning_rate <= 0:
