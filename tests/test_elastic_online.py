@@ -161,16 +161,44 @@ def test_rotation_and_scaling_apply_to_the_deformed_share_only_and_leave_its_ela
             make_elastic_augmenter(34.0, 4.0, **{keyword: value})
 
 
-def test_rotation_and_scaling_are_settings_that_need_online_elastic():
+def test_a_shift_moves_each_chosen_image_as_a_whole_within_its_bound_and_leaves_the_others():
+    from training.augment.elastic_online import random_shifts
+
+    shifts = random_shifts(tf.constant(2000), tf.constant([3, 4], tf.int64), 2.5).numpy()
+    assert np.abs(shifts).max() <= 2.5 and np.abs(shifts).max() > 2.45
+    assert abs(np.corrcoef(shifts[:, 0], shifts[:, 1])[0, 1]) < 0.1  # rows and columns drawn apart
+    # A whole-pixel shift alone moves the content exactly: reading at p + (2, −3) moves it up 2 and right 3.
+    image = tf.constant(digits(1)[..., None] / 255.0, tf.float32)
+    moved = deform_with_fields(image, tf.zeros([1, 2, 28, 28]), 0.0, 4.0, shifts=tf.constant([[2.0, -3.0]]))
+    assert np.allclose(moved.numpy()[0, :-2, 3:, 0], image.numpy()[0, 2:, :-3, 0], atol=1e-6)
+    # Through the augmenter (α = 0, shift only): the chosen half moves, its centre of mass by at most the bound.
+    images = tf.constant(np.repeat(digits(4), 25, axis=0)[..., None] / 255.0, tf.float32)
+    shifted = make_elastic_augmenter(0.0, 4.0, 0.5, shift_pixels=2.0)(images, tf.constant([5, 9], tf.int64)).numpy()
+    untouched = np.all(shifted == images.numpy(), axis=(1, 2, 3))
+    assert 25 < untouched.sum() < 75
+    rows = np.arange(28)[None, :, None]
+
+    def centre_row(batch: np.ndarray) -> np.ndarray:
+        return (batch[..., 0] * rows).sum(axis=(1, 2)) / batch[..., 0].sum(axis=(1, 2))
+
+    movement = np.abs(centre_row(shifted) - centre_row(images.numpy()))[~untouched]
+    assert movement.max() <= 2.0 + 0.05 and movement.max() > 1.0
+    for value in (-0.5, 8.5, float("nan")):
+        with pytest.raises(ValueError, match="shift_pixels=.*must be between"):
+            make_elastic_augmenter(34.0, 4.0, shift_pixels=value)
+
+
+def test_rotation_scaling_and_shift_are_settings_that_need_online_elastic():
     from training.settings import RunSpecError
     from training.workloads import workload_for
 
     spec = RunSpec(workload="mnist_elastic_cnn", online_elastic=True, rotation_degrees=15.0, scale_jitter=0.15)
     spec.validate()
-    for name, value in [("rotation_degrees", 15.0), ("scale_jitter", 0.15)]:
+    for name, value in [("rotation_degrees", 15.0), ("scale_jitter", 0.15), ("shift_pixels", 2.0)]:
         with pytest.raises(RunSpecError, match=f"{name}={value}: only applies with online_elastic"):
             RunSpec(workload="mnist_elastic_cnn", **{name: value}).validate()
-    for name, value in [("rotation_degrees", 200.0), ("scale_jitter", 0.9), ("rotation_degrees", -5.0)]:
+    for name, value in [("rotation_degrees", 200.0), ("scale_jitter", 0.9), ("rotation_degrees", -5.0),
+                        ("shift_pixels", 9.0), ("shift_pixels", -1.0)]:
         with pytest.raises(RunSpecError, match=name):
             RunSpec(workload="mnist_elastic_cnn", online_elastic=True, **{name: value}).validate()
     augment = workload_for(spec).augment_batch

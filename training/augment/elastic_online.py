@@ -7,8 +7,8 @@ and with TensorFlow's stateless random numbers: the input pipeline seeds each ba
 number, so a batch's deformation never depends on which process or retry drew it.
 
 Optionally each deformed image is also rotated and scaled at random about its centre (an affine distortion, as
-Cireşan et al. 2010 combined with Simard's elastic one): its matrix is added to the same displacement field, so the
-image is still resampled once.
+Cireşan et al. 2010 combined with Simard's elastic one) and moved by a random shift: both are added to the same
+displacement field, so the image is still resampled once.
 """
 
 from __future__ import annotations
@@ -20,13 +20,17 @@ from training.augment.elastic import gaussian_smoothing_matrix, validate_paramet
 
 MAX_ROTATION_DEGREES = 180.0
 MAX_SCALE_JITTER = 0.5  # beyond ±50 % a digit leaves the 28 × 28 frame or shrinks to a few pixels
+MAX_SHIFT_PIXELS = 8.0  # MNIST's digits sit in a 20 × 20 box centred in 28 × 28: further, most would leave the frame
 
 
-def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float, affine: Any = None) -> Any:
+def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float, affine: Any = None,
+                       shifts: Any = None) -> Any:
     """Deform float images (n, h, w, 1) by uniform(−1, 1) fields (n, 2, h, w): [:, 0] moves rows, [:, 1] columns.
 
     ``affine`` (n, 2, 2), optional: output pixel p (row, column) is read at c + A·(p − c) plus its elastic
     displacement, c the image centre; the identity leaves the image as the elastic field alone makes it.
+    ``shifts`` (n, 2), optional: pixels (rows, columns) added to every displacement of an image, so its content
+    moves by −shift as a whole; zero leaves it where it was.
     """
     import tensorflow as tf
 
@@ -41,6 +45,8 @@ def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float, aff
         row_shift = (affine[:, 0, 0] - 1) * row_offset + affine[:, 0, 1] * column_offset
         column_shift = affine[:, 1, 0] * row_offset + (affine[:, 1, 1] - 1) * column_offset
         displacements += tf.stack([row_shift, column_shift], axis=1)
+    if shifts is not None:
+        displacements += tf.cast(shifts, tf.float32)[:, :, None, None]
     rows = tf.clip_by_value(displacements[:, 0] + tf.range(height, dtype=tf.float32)[:, None], -1.0, float(height))
     cols = tf.clip_by_value(displacements[:, 1] + tf.range(width, dtype=tf.float32)[None, :], -1.0, float(width))
     row0, col0 = tf.floor(rows), tf.floor(cols)
@@ -78,14 +84,22 @@ def random_affine(count: Any, seed: Any, rotation_degrees: float, scale_jitter: 
     return rotation * scales[:, None, :]  # R · diag(s): column j of R times s_j
 
 
+def random_shifts(count: Any, seed: Any, shift_pixels: float) -> Any:
+    """(count, 2) shifts in pixels, rows and columns drawn apart, each uniform in ±shift_pixels."""
+    import tensorflow as tf
+
+    shift_seed = tf.random.experimental.stateless_fold_in(seed, 103)
+    return tf.random.stateless_uniform(tf.stack([count, 2]), shift_seed, minval=-shift_pixels, maxval=shift_pixels)
+
+
 def make_elastic_augmenter(alpha: float, sigma: float, fraction: float = 1.0, rotation_degrees: float = 0.0,
-                           scale_jitter: float = 0.0) -> Callable[[Any, Any], Any]:
+                           scale_jitter: float = 0.0, shift_pixels: float = 0.0) -> Callable[[Any, Any], Any]:
     """``augment(images, seed)`` for the input pipeline: images (n, h, w, 1) float, seed int64[2] (stateless).
 
     ``fraction`` is the share of each batch that is deformed, image by image at random; the rest pass unchanged
     (their field is zero, and a zero displacement resamples every pixel exactly where it was). A deformed image is
-    also rotated by up to ±``rotation_degrees`` and scaled by 1 ± ``scale_jitter`` when those are above 0; the
-    elastic fields are drawn as without them.
+    also rotated by up to ±``rotation_degrees``, scaled by 1 ± ``scale_jitter`` and moved by up to ±``shift_pixels``
+    (rows and columns apart) when those are above 0; the elastic fields are drawn as without them.
     """
     validate_parameters(alpha, sigma)
     if not 0.0 <= fraction <= 1.0:  # also refuses NaN
@@ -94,17 +108,21 @@ def make_elastic_augmenter(alpha: float, sigma: float, fraction: float = 1.0, ro
         raise ValueError(f"rotation_degrees={rotation_degrees!r}: must be between 0 and {MAX_ROTATION_DEGREES:g}")
     if not 0.0 <= scale_jitter <= MAX_SCALE_JITTER:
         raise ValueError(f"scale_jitter={scale_jitter!r}: must be between 0 and {MAX_SCALE_JITTER:g}")
+    if not 0.0 <= shift_pixels <= MAX_SHIFT_PIXELS:
+        raise ValueError(f"shift_pixels={shift_pixels!r}: must be between 0 and {MAX_SHIFT_PIXELS:g}")
     with_affine = rotation_degrees > 0 or scale_jitter > 0
+    with_shift = shift_pixels > 0
 
     def augment(images: Any, seed: Any) -> Any:
         import tensorflow as tf
 
-        if (alpha == 0 and not with_affine) or fraction == 0:
+        if (alpha == 0 and not with_affine and not with_shift) or fraction == 0:
             return images
         count = tf.shape(images)[0]
         fields = tf.random.stateless_uniform(tf.stack([count, 2, images.shape[1], images.shape[2]]), seed,
                                              minval=-1.0, maxval=1.0)
         affine = random_affine(count, seed, rotation_degrees, scale_jitter) if with_affine else None
+        shifts = random_shifts(count, seed, shift_pixels) if with_shift else None
         if fraction < 1.0:  # which images: a seed split off the batch's own, so the fields stay as before
             choice_seed = tf.random.experimental.stateless_split(seed, 1)[0]
             chosen = tf.cast(tf.random.stateless_uniform(tf.reshape(count, [1]), choice_seed) < fraction,
@@ -112,6 +130,8 @@ def make_elastic_augmenter(alpha: float, sigma: float, fraction: float = 1.0, ro
             fields *= chosen[:, None, None, None]
             if affine is not None:  # the others get the identity
                 affine = tf.eye(2) + (affine - tf.eye(2)) * chosen[:, None, None]
-        return deform_with_fields(images, fields, alpha, sigma, affine)
+            if shifts is not None:  # and no shift
+                shifts *= chosen[:, None]
+        return deform_with_fields(images, fields, alpha, sigma, affine, shifts)
 
     return augment

@@ -47,6 +47,10 @@ SETTINGS = (
     Setting("scale_jitter", float, 0.0, "Random scaling on the fly (± share)",
             "With online_elastic: each deformed image is also scaled about its centre by 1 ± up to this share, rows "
             "and columns apart (Cireşan et al. 2010: 0.15). 0: no scaling.", AUGMENTATION, minimum=0, maximum=0.5),
+    Setting("shift_pixels", float, 0.0, "Random shift on the fly (± pixels)",
+            "With online_elastic: each deformed image is also moved as a whole by up to ± this many pixels, rows "
+            "and columns apart (uniform, sub-pixel), since the elastic field only moves strokes locally. 0: no "
+            "shift.", AUGMENTATION, minimum=0, maximum=8),
     Setting("convolutions_per_stage", int, 1, "Convolutions per stage",
             "3×3 convolutions before each of the CNN's two poolings (32 then 64 filters). 1 is the fast model "
             "(225,034 parameters); 2 is the deeper one, measured 2.8–3.5× slower per image on 2 cores.",
@@ -61,7 +65,7 @@ SETTINGS = (
             "cores, measured).", TRAINING),
 )
 # Settings of the on-the-fly deformation: stored copies take none of them, so setting one without it is refused.
-ONLINE_ELASTIC_ONLY = ("elastic_fraction", "rotation_degrees", "scale_jitter")
+ONLINE_ELASTIC_ONLY = ("elastic_fraction", "rotation_degrees", "scale_jitter", "shift_pixels")
 
 
 def raw_uri(spec: RunSpec) -> str:

@@ -45,5 +45,6 @@ def trainable(spec: RunSpec) -> Trainable:
                      load_shard=load_shard, load_split=load_split,
                      class_names=tuple(str(digit) for digit in range(mnist.NUM_CLASSES)),
                      augment_batch=(make_elastic_augmenter(spec.alpha, spec.sigma, spec.elastic_fraction,
-                                                           spec.rotation_degrees, spec.scale_jitter)
+                                                           spec.rotation_degrees, spec.scale_jitter,
+                                                           spec.shift_pixels)
                                     if spec.online_elastic else None))
