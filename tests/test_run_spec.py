@@ -23,6 +23,8 @@ from training.config import RunSpec, RunSpecError, run_name_from
         ({"learning_rate": 0.0}, "learning_rate=0.0: must be > 0"),
         ({"worker_optimizer": "rmsprop"}, "worker_optimizer='rmsprop': must be one of adagrad, sgd, momentum, adam"),
         ({"worker_optimizer": ""}, "worker_optimizer='': must be one of"),
+        ({"worker_optimizer": "sgd", "strategy": "downpour"},
+         "worker_optimizer='sgd': Downpour's workers step with server_optimizer (now 'adagrad'); set that instead"),
         ({"sigma": 0.0}, "sigma=0.0: must be > 0"),
         ({"alpha": -1.0}, "alpha=-1.0: must be ≥ 0"),
         ({"augment_copies": -1}, "augment_copies=-1: must be ≥ 0"),

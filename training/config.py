@@ -178,6 +178,9 @@ class _RunSpecMethods:
         if self.weight_average_decay and self.strategy != "horovod":
             raise RunSpecError(f"weight_average_decay={self.weight_average_decay!r}: only the horovod strategy "
                                f"keeps a weight average, not {self.strategy}")
+        if self.strategy == "downpour" and self.worker_optimizer != SETTINGS["worker_optimizer"].default:
+            raise RunSpecError(f"worker_optimizer={self.worker_optimizer!r}: Downpour's workers step with "
+                               f"server_optimizer (now {self.server_optimizer!r}); set that instead")
         if definition.check is not None:
             definition.check(self)
         return self

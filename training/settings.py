@@ -171,7 +171,8 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
     Setting("worker_optimizer", str, "adam", "Worker optimizer",
             "The optimizer each worker trains with (horovod — one rank is plain Keras — and averaging): adam "
             "(Keras' defaults), adagrad (accumulators start at 0.1, as on the Downpour server; try a learning rate "
-            "near 0.1), sgd, or momentum (SGD with momentum 0.9). Downpour's workers step with server_optimizer.",
+            "near 0.1), sgd, or momentum (SGD with momentum 0.9). Downpour's workers step with server_optimizer "
+            "instead, so a downpour run refuses any value here but the default.",
             TRAINING, choices=OPTIMIZERS),
     Setting("warmup_epochs", int, 1, "Warm-up epochs",
             "Epochs over which the learning rate ramps from the one-worker value to the scaled one.", TRAINING,
