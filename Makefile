@@ -29,7 +29,7 @@ lint:  ## ruff
 demo: setup  ## the mnist_elastic_cnn DAG end to end on the full MNIST (airflow dags test), then a summary
 	infra/demo.sh
 
-demo-full: setup  ## the mnist_elastic_cnn DAG with the full preset (deeper CNN, half of each batch deformed, rotated and scaled afresh, 70 epochs, cosine decay), 1x1 (measured 99.64 %, 41 min on 2 cores)
+demo-full: setup  ## the mnist_elastic_cnn DAG with the full preset (deeper CNN with batch norm, half of each batch deformed, rotated, scaled and shifted afresh, 70 epochs, cosine decay), 1x1 (measured 99.67 %; 35-90 min on 2 cores)
 	DEMO_PRESET=full DEMO_CONFIGS=$${DEMO_CONFIGS:-1x1} infra/demo.sh
 
 demo-kws: setup  ## the kws_densenet_bilstm DAG on a synthetic Speech Commands corpus of 200 speakers, then a summary

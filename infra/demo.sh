@@ -72,7 +72,9 @@ PY
 for config in $configs; do spec_of "$config" json > /dev/null; done  # every configuration valid before any runs
 
 infra/airflow-ready.sh demo  # the metadata database, once and under a lock
-echo "[demo] $dag_id, configurations: $configs; full log: $log (a few minutes per configuration on 2 cores)"
+expected="a few minutes"
+[[ -n "${DEMO_PRESET:-}" ]] && expected="35-90 min"  # the full preset: 70 epochs of the deeper CNN (README)
+echo "[demo] $dag_id, configurations: $configs; full log: $log ($expected per configuration on 2 cores)"
 started=$(date +%s)
 : > "$log"
 for config in $configs; do
