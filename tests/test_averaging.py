@@ -11,9 +11,9 @@ from pipeline_data import prepare_datasets
 
 from training import storage
 from training.config import RunSpec
+from training.models.model_files import load_model
 from training.strategies.averaging import AveragingStrategy, _worker_round, train_in_rounds, weighted_average
 from training.strategies.base import EvaluationSet
-from training.strategies.checkpoints import load_model
 
 
 def test_average_is_the_exact_mean_weighted_by_examples_seen():
@@ -49,7 +49,7 @@ def test_two_workers_average_their_way_to_a_useful_model(spark, tmp_path):
     assert result.extra["rounds_per_epoch"] == spec.rounds_per_epoch
     assert result.epochs[-1]["val_accuracy"] > 0.7  # 1,000 images, 2 epochs: far above chance (0.1)
     assert result.metrics["bytes_moved"] > 0
-    assert Path(storage.resolve(result.model_uri).path).is_file()
+    assert (Path(storage.resolve(result.model_uri).path) / "weights.npz").is_file()
 
 
 def rounds_in_this_process(spec: RunSpec):

@@ -60,7 +60,7 @@ def assert_learned_alone(result: TrainingResult, spec: RunSpec) -> None:
     assert len(result.evaluations) == spec.epochs * spec.evaluations_per_epoch
     assert result.epochs[-1]["val_accuracy"] > LEARNED > CHANCE
     assert all(row["samples_per_second"] > 0 for row in result.epochs)
-    assert Path(storage.resolve(result.model_uri).path).is_file()
+    assert (Path(storage.resolve(result.model_uri).path) / "weights.npz").is_file()
 
 
 @pytest.mark.spark

@@ -68,7 +68,7 @@ def test_two_asynchronous_workers_learn_through_the_parameter_server(spark, smal
     assert result.metrics["bytes_moved"] > 0 and result.metrics["lost_workers"] == 0
     assert result.metrics["staleness_max"] >= result.metrics["staleness_mean"] >= 0
     assert sum(result.extra["staleness_counts"].values()) == result.metrics["pushes"]
-    assert Path(storage.resolve(result.model_uri).path).is_file()
+    assert (Path(storage.resolve(result.model_uri).path) / "weights.npz").is_file()
 
 
 def test_during_a_warm_start_worker_0_trains_alone(spark, small_spec):
@@ -134,7 +134,7 @@ def test_a_killed_worker_is_recorded_and_the_others_finish(spark, small_spec):
     # Worker 0 trained all 5 epochs, worker 1 about one: ≈ 6 of 10 worker-epochs, 3 full epochs and a part.
     assert 3 <= len(result.epochs) <= 4
     assert result.epochs[-1]["val_accuracy"] > 0.85
-    assert Path(storage.resolve(result.model_uri).path).is_file()
+    assert (Path(storage.resolve(result.model_uri).path) / "weights.npz").is_file()
 
 
 def test_server_checkpoint_round_trips_parameters_adagrad_state_and_snapshots_each_written_once(tmp_path):

@@ -40,7 +40,7 @@ def test_two_horovod_ranks_end_with_identical_weights_and_learn(spark, small_spe
     assert len(result.evaluations) == small_spec.evaluations_per_epoch
     assert result.extra["threads_per_worker"] == max(1, (os.cpu_count() or 1) // 2)
     assert result.extra["network_interface"] == "lo"  # local mode: no interface that may vanish mid-run
-    assert Path(storage.resolve(result.model_uri).path).is_file()
+    assert (Path(storage.resolve(result.model_uri).path) / "weights.npz").is_file()
     # The ring's bytes: 2 ranks each send their float32 gradients once per step (2(N−1)/N of them, N = 2).
     from training.workloads import workload_for
 
@@ -71,7 +71,7 @@ def test_the_worker_optimizer_setting_is_what_the_ranks_step_with(spark, small_s
 
 
 def test_with_weight_averaging_the_ranks_evaluate_and_save_the_average(spark, small_spec):
-    from training.strategies.checkpoints import load_model
+    from training.models.model_files import load_model
     from training.strategies.evaluation_clock import correct_predictions
     from training.workloads import workload_for
 
@@ -89,7 +89,7 @@ def test_with_weight_averaging_the_ranks_evaluate_and_save_the_average(spark, sm
 
 
 def test_with_batch_norm_the_ranks_end_with_the_averaged_statistics(spark, small_spec):
-    from training.strategies.checkpoints import load_model
+    from training.models.model_files import load_model
 
     spec = small_spec.with_changes(batch_norm=True, epochs=2, run_name="normalized")
     result = HorovodStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri()),

@@ -383,8 +383,8 @@ def test_transfer_from_refuses_what_is_not_a_keyword_spotter_trained_on_sv_train
 def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_fine_tunes_the_upper_units(
         spark, corpus, tmp_path):
     from training.jobs.train import train_run, training_stages
+    from training.models.model_files import load_run_model
     from training.models.speaker_embedding import trunk_units
-    from training.strategies.checkpoints import load_model
 
     spec = RunSpec(workload="speaker_verification", strategy="averaging", nodes=1, workers_per_node=2, epochs=2,
                    batch_size_per_worker=8, rounds_per_epoch=1, evaluations_per_epoch=1, transfer_from="auto",
@@ -399,7 +399,7 @@ def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_f
     models = {}
     for stage in stages:
         record = train_run(spark, stage)
-        models[stage.transfer_stage] = load_model(record["result"]["model_uri"])
+        models[stage.transfer_stage] = load_run_model(record)
     assert models["spotter"].output_shape[-1] == len(WORDS)  # a keyword spotter: the words are its classes
 
     def weights(model, names):

@@ -403,3 +403,79 @@ def test_parquet_content_ids_ignore_the_footers_encoding_order_but_not_the_data(
     (tmp_path / "broken.parquet").write_bytes(b"PAR1 not really")
     with pytest.raises(storage.DatasetError, match="not a Parquet file"):
         storage.file_digest(fs, str(tmp_path / "broken.parquet"))
+
+
+def hostile_parquet(marker: Path) -> bytes:
+    """A Parquet file whose column type is a pickled Python extension type that writes ``marker`` when unpickled
+    (CVE-2023-47248: pyarrow < 14 unpickles it when the file's schema is read)."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    class Payload:
+        def __reduce__(self):
+            return (Path(str(marker)).write_text, ("ran",))
+
+    class Hostile(pa.PyExtensionType):
+        def __init__(self):
+            super().__init__(pa.int64())
+
+        def __reduce__(self):
+            return Payload().__reduce__()
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"x": pa.ExtensionArray.from_storage(Hostile(), pa.array([1, 2]))}), buffer)
+    return buffer.getvalue()
+
+
+def test_a_parquet_file_naming_a_pickled_type_never_runs_code_and_is_refused_in_one_line(destination, tmp_path):
+    marker = tmp_path / "marker"
+    content = hostile_parquet(marker)  # training.storage's import of pyarrow_hotfix is what keeps it from running
+    storage.publish(str(destination), KIND, {}, write_files({"train/part-0.parquet": parquet_bytes([1, 2])}))
+    manifest_path = destination / storage.MANIFEST_NAME
+    manifest = __import__("json").loads(manifest_path.read_text())
+    manifest["splits"] = {"train": {}}
+    manifest_path.write_text(__import__("json").dumps(manifest))
+    (destination / "train" / "part-0.parquet").write_bytes(content)
+    with pytest.raises(storage.DatasetError) as refusal:  # its digest cannot even be taken without the schema
+        storage.read_split_table(str(destination), KIND, "train")
+    assert "not a readable Parquet file (Disallowed deserialization" in str(refusal.value)
+    assert len(str(refusal.value).splitlines()) == 1
+    assert not marker.exists()
+
+
+def parquet_bytes(values: list[int]) -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"x": values}), buffer)
+    return buffer.getvalue()
+
+
+def test_a_published_parquet_file_changed_after_publication_is_refused(destination):
+    storage.publish(str(destination), KIND, {}, write_files({"train/part-0.parquet": parquet_bytes([1, 2, 3])}))
+    manifest = storage.require_manifest(str(destination), KIND)
+    manifest_with_split = {**manifest, "splits": {"train": {}}}
+    assert storage.read_published_parquet(str(destination), manifest_with_split, "train/part-0.parquet").num_rows == 3
+    (destination / "train" / "part-0.parquet").write_bytes(parquet_bytes([1, 2, 4]))
+    with pytest.raises(storage.DatasetError, match="part-0.parquet: not the file its dataset's manifest recorded"):
+        storage.read_published_parquet(str(destination), manifest_with_split, "train/part-0.parquet")
+
+
+def test_a_damaged_manifest_or_json_record_is_one_line_naming_the_file(destination, tmp_path):
+    storage.publish(str(destination), KIND, {}, write_files({"a.bin": b"a"}))
+    manifest = destination / storage.MANIFEST_NAME
+    manifest.write_text(manifest.read_text()[:145])
+    with pytest.raises(storage.DatasetError, match=r"_manifest.json: damaged, not valid JSON"):
+        storage.read_manifest(str(destination))
+    manifest.write_text("[" * 100_000)
+    with pytest.raises(storage.DatasetError, match="damaged"):
+        storage.read_manifest(str(destination))
+    record = tmp_path / "result.json"
+    record.write_text('{"result": ')
+    with pytest.raises(storage.DatasetError, match="result.json: damaged"):
+        storage.read_json(str(record))

@@ -96,7 +96,8 @@ def test_cloudburst_verify_prints_scores_and_a_decision(system_dir, clips, capsy
     same = json.loads(capsys.readouterr().out)
     assert cli.main([*arguments, "--test", str(clips["other"])]) == 0
     other = json.loads(capsys.readouterr().out)
-    assert set(same) == {"scores", "llr", "threshold", "p_target", "accepted"}
+    assert set(same) == {"scores", "llr", "threshold", "p_target", "accepted", "test_in_enrollment"}
+    assert same["test_in_enrollment"] == []
     assert same["scores"] != other["scores"]
 
 
@@ -137,3 +138,159 @@ def test_a_system_must_be_whole(system_dir):
         save_system("/tmp/never-written", VerificationSystem(
             embedders=system.embedders, features=system.features, cohorts=system.cohorts,
             fusion=scoring.LinearFusion((1.0, 1.0), 0.0, 0.5), names=system.names), {})
+
+
+# A system as a hostile or careless hand leaves it: each refused at load, in one line naming the system's file.
+def copy_system(system_dir, destination: Path) -> Path:
+    import shutil
+
+    shutil.copytree(system_dir[0], destination)
+    return destination
+
+
+def edit_manifest(root: Path, change) -> None:
+    manifest_path = root / "_manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    change(manifest)
+    manifest_path.write_text(json.dumps(manifest))
+
+
+def refusal(root: Path, clips, caplog, extra: tuple[str, ...] = ()) -> str:
+    caplog.clear()
+    status = cli.main(["verify", "--system", str(root), "--enroll", *map(str, clips["enroll"]),
+                       "--test", str(clips["same"]), *extra])
+    errors = [record.getMessage() for record in caplog.records if record.levelname == "ERROR"]
+    assert status == 2 and len(errors) == 1 and len(errors[0].splitlines()) == 1, (status, errors)
+    return errors[0]
+
+
+def test_a_hostile_h5_embedder_never_runs_its_code(system_dir, clips, caplog, tmp_path):
+    from tests.test_model_files import hostile_h5
+
+    marker = tmp_path / "marker"
+    # In place of the published weights: the digest refuses it before anything parses it.
+    root = copy_system(system_dir, tmp_path / "swapped")
+    hostile_h5(root / "embedder-b.npz", marker)
+    assert "embedder-b.npz: its sha256 is not the one recorded" in refusal(root, clips, caplog)
+    # A system of the old format, whose embedder-b.keras is an H5 file with a Lambda: refused by its format.
+    old = copy_system(system_dir, tmp_path / "format-1")
+    (old / "embedder-b.npz").unlink()
+    hostile_h5(old / "embedder-b.keras", marker)
+    edit_manifest(old, lambda manifest: manifest.update(system_format=1))
+    assert "can carry code" in refusal(old, clips, caplog)
+    assert not marker.exists()
+
+
+def test_weights_swapped_in_from_another_system_are_refused(system_dir, clips, caplog, tmp_path):
+    import tensorflow as tf
+
+    from training.models.speaker_embedding import embedding_model, tdnn_embedder
+
+    tf.keras.utils.set_random_seed(7)
+    other = save_system(str(tmp_path / "other"), VerificationSystem(
+        embedders={"b": embedding_model(tdnn_embedder(num_speakers=6))}, features={"b": "mfcc"},
+        cohorts=system_dir[1].cohorts, fusion=system_dir[1].fusion, names=("b",)), {"other": 1})[0]
+    root = copy_system(system_dir, tmp_path / "system")
+    (root / "embedder-b.npz").write_bytes((tmp_path / "other" / "embedder-b.npz").read_bytes())
+    assert other["files"]["embedder-b.npz"] != json.loads((root / "_manifest.json").read_text())["files"][
+        "embedder-b.npz"]
+    assert "embedder-b.npz: its sha256 is not the one recorded" in refusal(root, clips, caplog)
+
+
+def _truncate(path: Path, keep: int) -> None:
+    path.write_bytes(path.read_bytes()[:keep])
+
+
+@pytest.mark.parametrize(("damage", "reason"), [
+    (lambda root: _truncate(root / "embedder-b.npz", 500), "embedder-b.npz: its sha256"),
+    (lambda root: (root / "embedder-b.npz").unlink(), "embedder-b.npz is missing"),
+    (lambda root: (root / "cohort-b.npy").unlink(), "cohort-b.npy is missing"),
+    (lambda root: _truncate(root / "_manifest.json", 145), "_manifest.json: damaged, not valid JSON"),
+    (lambda root: edit_manifest(root, lambda m: m.pop("fusion")), "no 'fusion'"),
+    (lambda root: edit_manifest(root, lambda m: m["fusion"].update(weights=[float("nan")])), "finite weight"),
+    (lambda root: edit_manifest(root, lambda m: m["fusion"].update(offset=float("inf"))), "finite offset"),
+    (lambda root: edit_manifest(root, lambda m: m["fusion"].update(prior=1.5)), "prior between 0 and 1"),
+    (lambda root: edit_manifest(root, lambda m: m["fusion"].update(weights=[1.0, 2.0])), "one finite weight"),
+    (lambda root: edit_manifest(root, lambda m: m.update(models=[], fusion={"weights": [], "offset": 10.0,
+                                                                             "prior": 0.5})), "one or more"),
+    (lambda root: edit_manifest(root, lambda m: m.update(models=["b", "b"])), "distinct"),
+    (lambda root: edit_manifest(root, lambda m: m.update(models=["../b"])), "model names"),
+    (lambda root: edit_manifest(root, lambda m: m.update(features={"b": "mfcc", "a": "log_mel"})), "'features'"),
+    (lambda root: edit_manifest(root, lambda m: m["features"].update(b="raw")), "feature kind"),
+    (lambda root: edit_manifest(root, lambda m: m.update(cohort_top=0)), "cohort_top"),
+    (lambda root: edit_manifest(root, lambda m: m.update(thresholds={"eer": "low"})), "thresholds"),
+    (lambda root: edit_manifest(root, lambda m: m["files"].pop("cohort-b.npy")), "lists other files"),
+    (lambda root: (root / "embedder-c.npz").write_bytes(b"extra"), "embedder-c.npz is not part"),
+    (lambda root: root.chmod(0o777), "writable by every user"),
+    (lambda root: (root / "cohort-b.npy").chmod(0o666), "writable by every user"),
+    (lambda root: edit_manifest(root, lambda m: m["embedders"]["b"]["architecture"].update(builder="os:system")),
+     "builder 'os:system' is not one of"),
+])
+def test_a_damaged_or_inconsistent_system_is_refused_in_one_line(system_dir, clips, caplog, tmp_path, damage,
+                                                                   reason):
+    root = copy_system(system_dir, tmp_path / "system")
+    damage(root)
+    message = refusal(root, clips, caplog)
+    assert reason in message, message
+
+
+@pytest.mark.parametrize(("cohort", "reason"), [
+    (np.array([{"pickled": 1}], dtype=object), "not a readable cohort"),
+    (np.zeros((4, 7), np.float32), "embedder's size"),
+    (np.full((4, 128), np.nan, np.float32), "finite vectors"),
+    (np.zeros(128, np.float32), "found shape"),
+])
+def test_a_cohort_that_is_not_finite_vectors_of_the_embedders_size_is_refused(system_dir, clips, caplog, tmp_path,
+                                                                               cohort, reason):
+    import hashlib
+
+    root = copy_system(system_dir, tmp_path / "system")
+    np.save(root / "cohort-b.npy", cohort, allow_pickle=True)
+    digest = hashlib.sha256((root / "cohort-b.npy").read_bytes()).hexdigest()
+    edit_manifest(root, lambda manifest: manifest["files"].update({"cohort-b.npy": digest}))
+    assert reason in refusal(root, clips, caplog)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("role", ["test", "enroll"])
+def test_a_fifo_or_device_named_wav_is_refused_without_blocking(system_dir, clips, caplog, tmp_path, role):
+    import os
+
+    fifo = tmp_path / "fifo.wav"
+    os.mkfifo(fifo)
+    device = tmp_path / "zero.wav"
+    device.symlink_to("/dev/zero")
+    for path, kind in ((fifo, "a FIFO"), (device, "a character device")):
+        caplog.clear()
+        enroll = [str(path)] if role == "enroll" else list(map(str, clips["enroll"]))
+        test = str(path) if role == "test" else str(clips["same"])
+        assert cli.main(["verify", "--system", str(system_dir[0]), "--enroll", *enroll, "--test", test]) == 2
+        assert f"{path}: {kind}, not a regular file" in caplog.text
+
+
+def test_a_wav_longer_than_the_cap_is_refused_before_it_is_read(system_dir, clips, caplog, tmp_path):
+    from training.evaluation.verification_system import MAX_CLIP_BYTES
+
+    long_clip = write_wav(tmp_path / "ten-minutes.wav", np.tile(voice(1, 140), 600))
+    assert long_clip.stat().st_size > MAX_CLIP_BYTES
+    caplog.clear()
+    assert cli.main(["verify", "--system", str(system_dir[0]), "--enroll", *map(str, clips["enroll"]),
+                     "--test", str(long_clip)]) == 2
+    assert "more than the 4,194,304 a WAV file may hold" in caplog.text
+
+
+def test_a_test_clip_that_is_an_enrollment_clip_is_flagged(system_dir, clips, capsys):
+    arguments = ["verify", "--system", str(system_dir[0]), "--enroll", *map(str, clips["enroll"]),
+                 "--test", str(clips["enroll"][1])]
+    assert cli.main([*arguments, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["test_in_enrollment"] == [1]
+    assert cli.main(arguments) == 0
+    assert "the test clip is enrollment clip 2" in capsys.readouterr().out
+
+
+def test_a_non_finite_score_is_refused_rather_than_printed_as_invalid_json(system_dir, clips):
+    _, system = system_dir
+    broken = VerificationSystem(embedders=system.embedders, features=system.features, cohorts=system.cohorts,
+                                fusion=scoring.LinearFusion((float("inf"),), 0.0, 0.5), names=system.names)
+    with pytest.raises(ValueError, match="no finite score"):
+        verify(broken, [read_clip(path) for path in clips["enroll"]], read_clip(clips["other"]))

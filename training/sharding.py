@@ -8,7 +8,6 @@ shards of one class differ in size by at most one, and so do the shards' totals.
 from __future__ import annotations
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from training import storage
 from training.contract import IMAGE_SHARDS
@@ -44,9 +43,7 @@ def read_shard(shards: str, shard: int) -> pa.Table:
     manifest = storage.require_manifest(shards, DATASET_KIND)
     if not 0 <= shard < manifest["num_shards"]:
         raise storage.DatasetError(f"{shards}: shard {shard} out of range 0..{manifest['num_shards'] - 1}")
-    where = storage.resolve(shards)
-    with where.fs.open(f"{where.path}/{shard_file_name(shard)}", "rb") as handle:
-        return pq.read_table(handle)
+    return storage.read_published_parquet(shards, manifest, shard_file_name(shard))
 
 
 def shards_of_worker(rank: int, workers: int, num_shards: int) -> list[int]:

@@ -25,13 +25,19 @@ from urllib.parse import urlparse
 
 import fsspec
 
-from training import REPO_ROOT
+from training import REPO_ROOT, local_files
+
+try:  # pyarrow < 14 (the training environment's 10) unpickles any extension type a Parquet file names (CVE-2023-47248)
+    import pyarrow_hotfix  # noqa: F401  (forbids that type: such a file is refused instead of running code)
+except ImportError:  # the Airflow environment: pyarrow 25, not affected, reads no Parquet
+    pass
 from training.webhdfs import FailoverWebHDFS
 
 log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "_manifest.json"
 MANIFEST_FORMAT = 1
+MAX_MANIFEST_BYTES = 256 * 2**20  # a manifest lists its files; the largest here are a few MB
 
 
 class DatasetError(ValueError):
@@ -134,8 +140,20 @@ def read_manifest(location: str) -> dict[str, Any] | None:
     manifest_path = f"{where.path}/{MANIFEST_NAME}"
     if not where.fs.exists(manifest_path):
         return None
+    shown = join(where.uri, MANIFEST_NAME)
+    if where.uri.startswith("file://") and not local_files.is_regular_file(manifest_path):
+        raise DatasetError(f"{shown}: not a regular file; a manifest is one")
     with where.fs.open(manifest_path, "rb") as handle:
-        return json.loads(handle.read())
+        content = handle.read(MAX_MANIFEST_BYTES + 1)
+    if len(content) > MAX_MANIFEST_BYTES:
+        raise DatasetError(f"{shown}: larger than the {MAX_MANIFEST_BYTES:,} bytes a manifest may hold")
+    try:
+        manifest = json.loads(content)
+    except (ValueError, RecursionError) as error:
+        raise DatasetError(f"{shown}: damaged, not valid JSON ({str(error)[:100]}); publish it again") from None
+    if not isinstance(manifest, dict):
+        raise DatasetError(f"{shown}: damaged, not a JSON object; publish it again")
+    return manifest
 
 
 def require_manifest(location: str, kind: str | None = None) -> dict[str, Any]:
@@ -164,18 +182,27 @@ def file_digest(fs: fsspec.AbstractFileSystem, path: str) -> str:
     and values, key-value metadata."""
     if not path.endswith(".parquet"):
         return file_sha256(fs, path)
+    with fs.open(path, "rb") as handle:
+        return parquet_digest(handle.read(), path)
+
+
+def parquet_digest(content: bytes, path: str) -> str:
+    """:func:`file_digest` of a Parquet file's bytes."""
     import io
 
     import pyarrow.parquet as pq
 
-    with fs.open(path, "rb") as handle:
-        content = handle.read()
     footer_length = int.from_bytes(content[-8:-4], "little") if content[-4:] == b"PAR1" else -1
     if content[:4] != b"PAR1" or not 0 < footer_length <= len(content) - 12:
         raise DatasetError(f"{path}: not a Parquet file (no PAR1 magic or a bad footer length)")
-    metadata = pq.read_metadata(io.BytesIO(content))
+    try:
+        metadata = pq.read_metadata(io.BytesIO(content))
+        schema = str(metadata.schema.to_arrow_schema())
+    except (RuntimeError, OSError, ValueError) as error:  # pyarrow_hotfix refuses a pickled type: RuntimeError
+        raise DatasetError(f"{path}: not a readable Parquet file "
+                           f"({(str(error).splitlines() or ['?'])[0][:100]})") from None
     digest = hashlib.sha256(content[: len(content) - 8 - footer_length])
-    digest.update(str(metadata.schema.to_arrow_schema()).encode())
+    digest.update(schema.encode())
     for group in range(metadata.num_row_groups):
         row_group = metadata.row_group(group)
         digest.update(f"{group}:{row_group.num_rows}".encode())
@@ -324,17 +351,40 @@ def read_split_table(dataset: str, kind: str, split: str, columns: list[str] | N
     """All Parquet files of one split of a complete dataset as one pyarrow Table (files in name order); only
     ``columns`` when given."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     manifest = require_manifest(dataset, kind)
-    if split not in manifest["splits"]:
-        raise DatasetError(f"{dataset}: no split {split!r} (has {sorted(manifest['splits'])})")
+    splits = manifest.get("splits")
+    if not isinstance(splits, dict) or split not in splits:
+        raise DatasetError(f"{dataset}: no split {split!r} (has {sorted(splits or [])})")
+    return pa.concat_tables([read_published_parquet(dataset, manifest, name, columns)
+                             for name in sorted(name for name in manifest["files"] if name.startswith(f"{split}/"))])
+
+
+def read_published_parquet(dataset: str, manifest: dict[str, Any], name: str,
+                           columns: list[str] | None = None) -> Any:
+    """One Parquet file of a complete dataset as a pyarrow Table, read only when its bytes are the ones the
+    manifest recorded; a DatasetError naming the file otherwise (a changed file, or one naming a Python extension
+    type, which pyarrow would unpickle)."""
+    import io
+
+    import pyarrow.parquet as pq
+
     where = resolve(dataset)
-    tables = []
-    for name in sorted(name for name in manifest["files"] if name.startswith(f"{split}/")):
+    shown = join(where.uri, name)
+    recorded = (manifest.get("files") or {}).get(name)
+    try:
         with where.fs.open(f"{where.path}/{name}", "rb") as handle:
-            tables.append(pq.read_table(handle, columns=columns))
-    return pa.concat_tables(tables)
+            content = handle.read()
+    except OSError as error:
+        raise DatasetError(f"{shown}: cannot be read ({str(error)[:100]})") from None
+    if recorded is None or parquet_digest(content, shown) != recorded:
+        raise DatasetError(f"{shown}: not the file its dataset's manifest recorded (changed since it was "
+                           "published); publish the dataset again")
+    try:
+        return pq.read_table(io.BytesIO(content), columns=columns)
+    except (RuntimeError, OSError, ValueError) as error:  # pyarrow_hotfix refuses a pickled type: RuntimeError
+        raise DatasetError(f"{shown}: not a readable Parquet file "
+                           f"({(str(error).splitlines() or ['?'])[0][:100]})") from None
 
 
 def write_json(uri: str, content: dict[str, Any]) -> None:
@@ -356,4 +406,11 @@ def read_json(uri: str) -> dict[str, Any] | None:
     if not where.fs.exists(where.path):
         return None
     with where.fs.open(where.path, "rb") as handle:
-        return json.loads(handle.read())
+        content = handle.read()
+    try:
+        document = json.loads(content)
+    except (ValueError, RecursionError) as error:
+        raise DatasetError(f"{where.uri}: damaged, not valid JSON ({str(error)[:100]})") from None
+    if not isinstance(document, dict):
+        raise DatasetError(f"{where.uri}: damaged, not a JSON object")
+    return document

@@ -17,6 +17,7 @@ import io
 import logging
 import random
 import sqlite3
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -207,7 +208,6 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
 def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifacts: dict[str, bytes],
                    model: Any | None = None, example_inputs: Any | None = None) -> None:
     """Add test metrics, figures and the model (with its input/output signature) to the run; mark it finished."""
-    import mlflow
     from mlflow.entities import Metric
 
     mlflow_client = client(spec.resolved_tracking_uri())
@@ -216,14 +216,28 @@ def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifa
                       metrics=[Metric(name, float(value), now, 0) for name, value in metrics.items()])
     log_artifacts(mlflow_client, run_id, artifacts)
     if model is not None:
-        with mlflow.start_run(run_id=run_id):
-            # Explicit requirements: inferring them would load the model again in a subprocess (slow).
-            signature = None
-            if example_inputs is not None:
-                signature = mlflow.models.infer_signature(example_inputs, model(example_inputs).numpy())
-            mlflow.tensorflow.log_model(model, name="model", signature=signature,
-                                        pip_requirements=["tensorflow-cpu==2.15.1"])
+        log_model(run_id, model, example_inputs)
     retry_when_locked(mlflow_client.set_terminated, run_id, "FINISHED")
+
+
+def log_model(run_id: str, model: Any, example_inputs: Any | None = None) -> None:
+    """The model as the run's MLflow model ``model``: Cloudburst's own model directory (weights and how to rebuild
+    them: training.models.model_files, which cannot carry code) under MLflow's python_function flavour, loaded by
+    that module; its content id is the run's tag ``model_version``."""
+    import mlflow
+
+    from training.models import model_files
+
+    with tempfile.TemporaryDirectory(prefix="cloudburst-mlflow-model-") as local, mlflow.start_run(run_id=run_id):
+        directory = Path(local) / "model"
+        manifest = model_files.save_model(str(directory), model)
+        signature = None
+        if example_inputs is not None:
+            signature = mlflow.models.infer_signature(example_inputs, model(example_inputs).numpy())
+        # Explicit requirements: inferring them would load the model again in a subprocess (slow).
+        mlflow.pyfunc.log_model(name="model", loader_module=model_files.__name__, data_path=str(directory),
+                                signature=signature, pip_requirements=["tensorflow-cpu==2.15.1", "numpy<2"])
+        mlflow.set_tag("model_version", manifest["data_version"])
 
 
 def log_artifacts(mlflow_client: MlflowClient, run_id: str, artifacts: dict[str, bytes]) -> None:

@@ -102,14 +102,13 @@ def augment_dataset(
 
 
 def _write_preview(staging: storage.Location, source: str, shape: tuple[int, int], augmentation: dict) -> None:
-    import pyarrow.parquet as pq
 
     from training.augment.preview import deformation_grid
 
-    where = storage.resolve(source)
-    first_file = sorted(name for name in storage.require_manifest(source)["files"] if name.startswith("train/"))[0]
-    with where.fs.open(f"{where.path}/{first_file}", "rb") as handle:
-        originals = image_records.from_table(pq.read_table(handle).slice(0, 8), shape)
+    manifest = storage.require_manifest(source)
+    first_file = sorted(name for name in manifest["files"] if name.startswith("train/"))[0]
+    originals = image_records.from_table(storage.read_published_parquet(source, manifest, first_file).slice(0, 8),
+                                         shape)
     png = deformation_grid(
         originals, augmentation["seed"], augmentation["alpha"], augmentation["sigma"], columns=5
     )

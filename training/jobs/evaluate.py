@@ -18,7 +18,7 @@ from training.config import RunSpec, RunSpecError
 from training.contract import EVALUATION_FILE, RESULT_FILE
 from training.evaluation.classification import accuracy, confusion_matrix, per_class_accuracy
 from training.evaluation.figures import confusion_matrix_png
-from training.strategies.checkpoints import load_model
+from training.models.model_files import load_run_model
 from training.strategies.evaluation_clock import model_inputs, predicted_classes
 from training.workloads import workload_for
 
@@ -42,7 +42,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     require_test_examples(storage.require_manifest(spec.augmented_uri()))
     workload = workload_for(spec)
     images, labels = workload.load_split(spec.augmented_uri(), "test")
-    model = load_model(record["result"]["model_uri"])
+    model = load_run_model(record)
     predictions = predicted_classes(model, images)
     confusion = confusion_matrix(labels, predictions, workload.num_classes)
     per_class = per_class_accuracy(confusion)

@@ -18,6 +18,7 @@ from training import sharding, storage, tracking
 from training.config import RunSpec, RunSpecError, shard_rows
 from training.contract import INGEST_REPORT_FILE, RESULT_FILE, RUN_SPEC_FILE
 from training.datasets.image_records import require_records
+from training.models import model_files
 from training.strategies import get_strategy
 from training.strategies.base import EvaluationSet, TrainingResult
 
@@ -84,7 +85,8 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
         # Where it ran, as MLflow tags: the master and (on YARN) the application id to find its logs by.
         result.extra.update({"spark_master": spark.sparkContext.master,
                              "spark_application_id": spark.sparkContext.applicationId})
-        record = {"result": result.to_mapping(), "data_version": augmented["data_version"]}
+        record = {"result": result.to_mapping(), "data_version": augmented["data_version"],
+                  "model_version": model_files.model_manifest(result.model_uri)["data_version"]}
         storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     result = TrainingResult.from_mapping(record["result"])
     shard_manifest = {key: value for key, value in shards.items() if key != "files"}

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from training.models.architecture import recorded
 
+
+@recorded
 def simard_cnn(input_shape: tuple[int, int, int] = (28, 28, 1), num_classes: int = 10,
                convolutions_per_stage: int = 1, dense_units: int = 128,
                batch_norm: bool = False) -> tf.keras.Model:

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from training.models.architecture import recorded
+
 layers = tf.keras.layers
 
 DEFAULT_INPUT_SHAPE = (98, 40)  # frames × bands: training.audio.features.feature_shape("log_mel")
 
 
+@recorded
 def densenet_bilstm(
     input_shape: tuple[int, int] = DEFAULT_INPUT_SHAPE,
     num_classes: int = 12,

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from training.models.angular_margin import CosineLogits
+from training.models.architecture import recorded, recorded_part
 from training.models.densenet_bilstm import densenet_bilstm_trunk
 
 layers = tf.keras.layers
@@ -62,6 +63,7 @@ class StatisticsPooling(tf.keras.layers.Layer):
         return {**super().get_config(), "epsilon": self.epsilon}
 
 
+@recorded
 def densenet_bilstm_embedder(
     input_shape: tuple[int, int] = LOG_MEL_SHAPE,
     *,
@@ -75,6 +77,7 @@ def densenet_bilstm_embedder(
     return _with_speaker_head(features, sequence, num_speakers, embedding_dim, name="densenet_bilstm_embedder")
 
 
+@recorded
 def tdnn_embedder(
     input_shape: tuple[int, int] = MFCC_SHAPE,
     *,
@@ -118,6 +121,7 @@ def _with_speaker_head(features: tf.Tensor, frame_states: tf.Tensor, num_speaker
     return tf.keras.Model(features, cosines, name=name)
 
 
+@recorded_part("embedding")
 def embedding_model(model: tf.keras.Model) -> tf.keras.Model:
     """Features → the ``embedding`` layer's output (unnormalised), sharing the weights of ``model``."""
     return tf.keras.Model(model.input, model.get_layer(EMBEDDING_LAYER).output, name=f"{model.name}_embedding")

@@ -204,7 +204,8 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
     schedule, checkpointed after every epoch."""
     import tensorflow as tf
 
-    from training.strategies.checkpoints import CheckpointStore, save_model
+    from training.models.model_files import save_run_model
+    from training.strategies.checkpoints import CheckpointStore
     from training.strategies.evaluation_clock import correct_predictions
     from training.workloads import workload_for
 
@@ -277,7 +278,7 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
         epochs=history["epochs"], evaluations=history["evaluations"],
         wall_seconds=time.perf_counter() - started, training_seconds=history["training_seconds"],
         time_to_target_seconds=bookkeeping.time_to_target(history["evaluations"], spec.target_accuracy),
-        model_uri=save_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
+        model_uri=save_run_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
         extra=extra, metrics=metrics,
     )
 

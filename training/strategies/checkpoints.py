@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import atexit
+import hashlib
 import json
 import re
 import shutil
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Any
 
 from training import storage
 
 KEEP_CHECKPOINTS = 2
-MODEL_FILE = "model.h5"
+DIGESTS_FILE = "digests.json"
 
 
 def _upload_directory(local: Path, where: storage.Location, target: str) -> None:
@@ -36,6 +36,24 @@ def _download_directory(where: storage.Location, source: str, local: Path) -> No
         destination = local / remote[len(source.rstrip("/")) + 1 :]
         destination.parent.mkdir(parents=True, exist_ok=True)
         where.fs.get_file(remote, str(destination))
+
+
+def _digests(local: Path) -> dict[str, str]:
+    """Relative path → sha256 of every file of a checkpoint but the digests file itself."""
+    return {file.relative_to(local).as_posix(): hashlib.sha256(file.read_bytes()).hexdigest()
+            for file in sorted(local.rglob("*")) if file.is_file() and file.name != DIGESTS_FILE}
+
+
+def _check_digests(local: Path, shown: str) -> None:
+    """Restore only what this store wrote: the files and their sha256 as recorded when the checkpoint was saved."""
+    try:
+        recorded = json.loads((local / DIGESTS_FILE).read_text())
+    except (OSError, ValueError):
+        raise storage.DatasetError(f"{shown}: no readable {DIGESTS_FILE} (damaged, or written by an older version); "
+                                   "delete the run's checkpoints to train from the start") from None
+    if recorded != _digests(local):
+        raise storage.DatasetError(f"{shown}: its files are not the ones saved (changed since); delete the run's "
+                                   "checkpoints to train from the start")
 
 
 class CheckpointStore:
@@ -66,6 +84,7 @@ class CheckpointStore:
         with tempfile.TemporaryDirectory(prefix="cloudburst-ckpt-") as local:
             checkpoint.write(str(Path(local) / "state"))
             (Path(local) / "history.json").write_text(json.dumps(history))
+            (Path(local) / DIGESTS_FILE).write_text(json.dumps(_digests(Path(local)), sort_keys=True))
             self.where.fs.makedirs(self.where.path, exist_ok=True)
             _upload_directory(Path(local), self.where, self._epoch_path(epoch))
         for old in self.completed_epochs()[:-KEEP_CHECKPOINTS]:
@@ -77,28 +96,8 @@ class CheckpointStore:
         local = Path(tempfile.mkdtemp(prefix="cloudburst-ckpt-"))
         atexit.register(shutil.rmtree, local, ignore_errors=True)
         _download_directory(self.where, self._epoch_path(epoch), local)
+        _check_digests(local, self._epoch_path(epoch))
         status = checkpoint.read(str(local / "state"))
         if hasattr(status, "expect_partial"):  # a TensorFlow checkpoint: the model may not hold every saved slot
             status.expect_partial()
         return json.loads((local / "history.json").read_text())
-
-
-def save_model(run_uri: str, model: Any) -> str:
-    """Save the trained Keras model (weights and architecture, no optimizer) under ``<run>/model``."""
-    where = storage.resolve(run_uri)
-    with tempfile.TemporaryDirectory(prefix="cloudburst-model-") as local:
-        with warnings.catch_warnings():  # H5 is "legacy" to Keras 2.15 but loads everywhere Keras 2 does
-            warnings.simplefilter("ignore", UserWarning)
-            model.save(str(Path(local) / MODEL_FILE), include_optimizer=False)
-        _upload_directory(Path(local), where, f"{where.path}/model")
-    return storage.join(run_uri, "model", MODEL_FILE)
-
-
-def load_model(model_uri: str) -> Any:
-    import tensorflow as tf
-
-    where = storage.resolve(model_uri)
-    with tempfile.TemporaryDirectory(prefix="cloudburst-model-") as local:
-        target = Path(local) / MODEL_FILE
-        where.fs.get_file(where.path, str(target))
-        return tf.keras.models.load_model(str(target), compile=False)

@@ -244,7 +244,8 @@ class DownpourStrategy:
 
     def train(self, spec: RunSpec, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
               spark: SparkSession) -> TrainingResult:
-        from training.strategies.checkpoints import CheckpointStore, save_model
+        from training.models.model_files import save_run_model
+        from training.strategies.checkpoints import CheckpointStore
         from training.strategies.evaluation_clock import correct_predictions
         from training.strategies.parameter_server.server import ParameterServer
         from training.workloads import workload_for
@@ -324,7 +325,7 @@ class DownpourStrategy:
         return TrainingResult(
             epochs=epochs, evaluations=evaluations, wall_seconds=time.perf_counter() - started,
             training_seconds=training_seconds, time_to_target_seconds=time_to_target,
-            model_uri=save_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
+            model_uri=save_run_model(run_uri, model), total_workers=spec.total_workers, resumed_from_epoch=resumed_from,
             extra={"threads_per_worker": threads_per_worker(spec, node_cores), "steps_per_epoch": total_steps,
                    "communication": True, **extra},
             metrics=metrics,
@@ -335,7 +336,7 @@ def train_without_communication(spec: RunSpec, shards_uri: str, evaluation: Eval
                                 spark: SparkSession) -> TrainingResult:
     """The ceiling: Downpour's workers on their shards with no parameter server; worker 0's model is evaluated at
     its own evaluation points (on its own clock) and saved."""
-    from training.strategies.checkpoints import save_model
+    from training.models.model_files import save_run_model
     from training.strategies.evaluation_clock import correct_predictions
     from training.workloads import workload_for
 
@@ -383,7 +384,7 @@ def train_without_communication(spec: RunSpec, shards_uri: str, evaluation: Eval
         epochs=epochs, evaluations=evaluations, wall_seconds=time.perf_counter() - started,
         training_seconds=max(outcome["totals"]["training_seconds"] for outcome in outcomes if outcome["totals"]),
         time_to_target_seconds=bookkeeping.time_to_target(evaluations, spec.target_accuracy),
-        model_uri=save_model(run_uri, model), total_workers=spec.total_workers,
+        model_uri=save_run_model(run_uri, model), total_workers=spec.total_workers,
         extra={"threads_per_worker": threads, "steps_per_epoch": total_steps, "communication": False, **extra},
         metrics=metrics,
     )

@@ -238,7 +238,8 @@ def wait_version(pushes: int, steps: int) -> int:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rank", type=int, required=True, help="this worker's number, 0 … workers − 1")
     parser.add_argument("--report", type=Path, required=True, help="JSON-lines file for per-epoch results")
     parser.add_argument("--parent-pid", type=int, default=0, help="exit with this process (the Spark task)")

@@ -50,7 +50,8 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     import tensorflow as tf
 
     from training.config import RunSpec
-    from training.strategies.checkpoints import CheckpointStore, save_model
+    from training.models.model_files import save_run_model
+    from training.strategies.checkpoints import CheckpointStore
     from training.strategies.evaluation_clock import EvaluationClock
     from training.strategies.weight_average import WeightAverage
     from training.workloads import workload_for
@@ -193,7 +194,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
         "evaluations": evaluations,
         "training_seconds": clock.training_seconds(),
         "time_to_target_seconds": bookkeeping.time_to_target(evaluations, spec.target_accuracy),
-        "model_uri": save_model(run_uri, model),
+        "model_uri": save_run_model(run_uri, model),
         "resumed_from_epoch": resumed_from,
         "threads_per_worker": threads_per_worker(spec, node_cores),
         "steps_per_epoch": steps_per_epoch,

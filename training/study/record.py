@@ -4,6 +4,7 @@ keeps its own params, metrics and artifacts. The recommended run's model becomes
 
 from __future__ import annotations
 
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -145,9 +146,23 @@ def register_champion(mlflow_client: Any, workload: str, run_id: str) -> str | N
                                          filter_string=f"source_run_id = '{run_id}' AND name = 'model'")
     if not models:
         return None
+    _check_logged_model(mlflow_client, run_id, models[0].artifact_location)
     version = mlflow.register_model(f"runs:/{run_id}/model", workload)
     mlflow_client.set_registered_model_alias(workload, CHAMPION_ALIAS, version.version)
     return str(version.version)
+
+
+def _check_logged_model(mlflow_client: Any, run_id: str, artifact_location: str) -> None:
+    """Register only a model whose files are the ones its run published: the logged directory's digests, and its
+    content id against the run's ``model_version`` tag."""
+    import mlflow
+
+    from training.models import model_files
+
+    with tempfile.TemporaryDirectory(prefix="cloudburst-champion-") as local:
+        data = mlflow.artifacts.download_artifacts(artifact_uri=f"{artifact_location.rstrip('/')}/data/model",
+                                                   dst_path=local)
+        model_files.verified_weights(data, mlflow_client.get_run(run_id).data.tags.get("model_version"))
 
 
 def advise_study(study: str, tracking_uri: str = "", goal: str = report.DEFAULT_GOAL,

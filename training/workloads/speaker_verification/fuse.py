@@ -62,12 +62,11 @@ def system_uri(spec: RunSpec) -> str:
 
 def fuse(spec: RunSpec, overwrite: bool = False) -> dict[str, Any]:
     """Train the fusion on sv_dev and publish the system; returns its manifest."""
-    import training.models.speaker_embedding  # noqa: F401  (registers the custom layers for load_model)
     from training.evaluation import scoring, verification
     from training.evaluation import speaker_verification as sv
     from training.evaluation.verification_system import VerificationSystem, save_system
+    from training.models.model_files import load_run_model
     from training.models.speaker_embedding import embedding_model
-    from training.strategies.checkpoints import load_model
     from training.workloads.speaker_verification.score import branch_record
 
     inputs = scoring_inputs(spec)
@@ -82,7 +81,7 @@ def fuse(spec: RunSpec, overwrite: bool = False) -> dict[str, Any]:
     dev_eer = verification.equal_error_rate(development.label[natural], fusion.llr(matrix))
     records = {name: branch_record(spec, name) for name in names}
     system = VerificationSystem(
-        embedders={name: embedding_model(load_model(records[name]["result"]["model_uri"])) for name in names},
+        embedders={name: embedding_model(load_run_model(records[name])) for name in names},
         features=dict(MODEL_FEATURES), cohorts=cohorts, fusion=fusion, names=names,
         thresholds={"eer_sv_dev": dev_eer.threshold})
     recipe = {"models": {name: records[name]["result"]["model_uri"] for name in names},

@@ -77,13 +77,10 @@ def embeddings_table(embeddings: np.ndarray, speakers: np.ndarray) -> pa.Table:
 
 def read_embeddings(spec: RunSpec, model: str) -> np.ndarray:
     """One model's embeddings of every clip, rows in clip-index order."""
-    import pyarrow.parquet as pq
 
     uri = embeddings_uri(spec, model)
     manifest = storage.require_manifest(uri, SPEAKER_EMBEDDINGS)
-    where = storage.resolve(uri)
-    with where.fs.open(f"{where.path}/embeddings.parquet", "rb") as handle:
-        table = pq.read_table(handle)
+    table = storage.read_published_parquet(uri, manifest, "embeddings.parquet")
     values = table.column("embedding").combine_chunks().flatten().to_numpy()
     return values.reshape(len(table), int(manifest["embedding_dim"])).astype(np.float32)
 
@@ -92,18 +89,17 @@ def score_model(spec: RunSpec, model: str) -> dict[str, Any]:
     """Publish one model's embeddings of every clip and complete its MLflow run; returns the embeddings manifest."""
     import pyarrow.parquet as pq
 
-    import training.models.speaker_embedding  # noqa: F401  (registers the custom layers for load_model)
     from training import tracking
     from training.datasets.speaker_clips import read_clip_table
     from training.evaluation.classification import accuracy, confusion_matrix
+    from training.models.model_files import load_run_model
     from training.models.speaker_embedding import embedding_model, parameter_count
-    from training.strategies.checkpoints import load_model
     from training.strategies.evaluation_clock import model_inputs, predicted_classes
     from training.workloads import workload_for
 
     branch = spec.whole_run().for_branch(model)
     record = branch_record(spec, model)
-    classifier = load_model(record["result"]["model_uri"])
+    classifier = load_run_model(record)
     embedder = embedding_model(classifier)
     clips, _ = read_clip_table(branch.raw_uri())
     features = storage.require_manifest(branch.augmented_uri())

@@ -153,16 +153,16 @@ def stage_model(spec: RunSpec, num_speakers: int) -> Any:
     units unfrozen (fine_tune). Compile after (Keras reads ``trainable`` then)."""
     import training.models.speaker_embedding as speaker_embedding
     from training.audio.features import feature_shape
-    from training.strategies.checkpoints import load_model
+    from training.models.model_files import load_run_model
 
     model = speaker_embedding.densenet_bilstm_embedder(feature_shape(spec.features), num_speakers=num_speakers)
     if spec.transfer_stage == HEAD:
-        spotter = load_model(_model_uri(spec.transfer_from))
+        spotter = load_run_model(_run_record(spec.transfer_from))
         speaker_embedding.transfer_trunk(spotter, model)
         speaker_embedding.freeze_trunk(model, trainable_blocks=0)
     elif spec.transfer_stage == FINE_TUNE:
         head_run = spec.with_changes(transfer_stage=HEAD).run_uri()
-        model.set_weights(load_model(_model_uri(head_run)).get_weights())
+        model.set_weights(load_run_model(_run_record(head_run)).get_weights())
         speaker_embedding.freeze_trunk(model, trainable_blocks=FINE_TUNED_UNITS)
     return model
 
@@ -172,8 +172,8 @@ def margin_epoch_offset(spec: RunSpec) -> int:
     return spec.transfer_head_epochs if spec.transfer_stage == FINE_TUNE else 0
 
 
-def _model_uri(run_uri: str) -> str:
+def _run_record(run_uri: str) -> dict[str, Any]:
     record = storage.read_json(storage.join(run_uri, RESULT_FILE))
     if record is None:
         raise RunSpecError(f"{run_uri}: no finished training to start from")
-    return record["result"]["model_uri"]
+    return record
