@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import os
 import re
 import socket
 import threading
@@ -98,5 +99,18 @@ def test_a_local_file_is_verified_by_the_same_rules(tmp_path):
     assert download.verify_file(path, "corpus.tar.gz", DIGEST).sha256 == DIGEST
     with pytest.raises(download.ChecksumError, match="^corpus.tar.gz: sha256 mismatch"):
         download.verify_file(path, "corpus.tar.gz", "f" * 64)
-    with pytest.raises(storage.DatasetError, match="cannot read"):
+    with pytest.raises(storage.DatasetError, match=r"^absent.bin: cannot be read \(No such file or directory\)$"):
         download.verify_file(tmp_path / "absent.bin", "absent.bin", DIGEST)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("make", "kind"), [(os.mkfifo, "a FIFO"), (lambda path: path.symlink_to("/dev/zero"),
+                                                                     "a character device"),
+                                           (os.mkdir, "a directory")])
+def test_a_local_file_that_is_not_a_regular_file_is_refused_unopened(tmp_path, make, kind):
+    path = tmp_path / "corpus.tar.gz"
+    make(path)
+    with pytest.raises(storage.DatasetError, match=f"^corpus.tar.gz: {kind}, not a regular file; only regular"):
+        download.verify_file(path, "corpus.tar.gz", DIGEST)
+    with pytest.raises(storage.DatasetError, match=f"^{re.escape(str(path))}: {kind}, not a regular file"):
+        download.open_local_file(path)

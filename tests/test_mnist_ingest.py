@@ -10,6 +10,7 @@ import datetime as dt
 import gzip
 import hashlib
 import logging
+import os
 import re
 import shutil
 import socket
@@ -200,6 +201,42 @@ def file_missing(directory: Path, head: dict) -> str:
     return f"{directory}: neither t10k-labels-idx1-ubyte.gz nor t10k-labels-idx1-ubyte found"
 
 
+def gz_file_is_a_fifo(directory: Path, head: dict) -> str:
+    (directory / TRAIN_IMAGES).unlink()
+    os.mkfifo(directory / TRAIN_IMAGES)
+    return f"{directory / TRAIN_IMAGES}: a FIFO, not a regular file; only regular files are read"
+
+
+def raw_file_is_a_link_to_a_device(directory: Path, head: dict) -> str:
+    (directory / TEST_IMAGES).unlink()
+    (directory / "t10k-images-idx3-ubyte").symlink_to("/dev/zero")
+    return f"{directory / 't10k-images-idx3-ubyte'}: a character device, not a regular file"
+
+
+def gz_file_is_a_directory(directory: Path, head: dict) -> str:
+    (directory / TEST_LABELS).unlink()
+    (directory / TEST_LABELS).mkdir()
+    return f"{directory / TEST_LABELS}: a directory, not a regular file"
+
+
+def sha256sums_is_a_fifo(directory: Path, head: dict) -> str:
+    (directory / "SHA256SUMS").unlink()
+    os.mkfifo(directory / "SHA256SUMS")
+    return f"{directory / 'SHA256SUMS'}: a FIFO, not a regular file"
+
+
+def sha256sums_line_without_a_name(directory: Path, head: dict) -> str:
+    with (directory / "SHA256SUMS").open("a") as out:
+        out.write("0123abcd\n")
+    return f"{directory / 'SHA256SUMS'}: line 5 is not 'HEX  NAME' (sha256sum output)"
+
+
+def sha256sums_not_utf8(directory: Path, head: dict) -> str:
+    with (directory / "SHA256SUMS").open("ab") as out:
+        out.write(b"0123abcd  caf\xe9\n")
+    return f"{directory / 'SHA256SUMS'}: not UTF-8 text (byte "
+
+
 def sha256_differs_from_sha256sums(directory: Path, head: dict) -> str:
     expected = hashlib.sha256((directory / TRAIN_LABELS).read_bytes()).hexdigest()
     write_idx_labels(directory / TRAIN_LABELS, head["train"][1][::-1])  # valid, but not what SHA256SUMS says
@@ -225,9 +262,16 @@ BAD_INPUTS = [
     uncompressed_file_empty,
     file_missing,
     sha256_differs_from_sha256sums,
+    gz_file_is_a_fifo,
+    raw_file_is_a_link_to_a_device,
+    gz_file_is_a_directory,
+    sha256sums_is_a_fifo,
+    sha256sums_line_without_a_name,
+    sha256sums_not_utf8,
 ]
 
 
+@pytest.mark.timeout(120)  # a FIFO read would block for good
 @pytest.mark.parametrize("damage", BAD_INPUTS, ids=lambda damage: damage.__name__)
 def test_bad_input_is_rejected_naming_the_file_and_nothing_is_published(
     damage: Callable, small_idx_dir, mnist_head, destination
@@ -239,6 +283,7 @@ def test_bad_input_is_rejected_naming_the_file_and_nothing_is_published(
     assert_nothing_published(destination)
 
 
+@pytest.mark.timeout(120)
 @pytest.mark.parametrize("damage", BAD_INPUTS, ids=lambda damage: damage.__name__)
 def test_cli_exits_2_logging_what_is_wrong_and_publishes_nothing(
     damage: Callable, small_idx_dir, mnist_head, destination, caplog
@@ -311,6 +356,37 @@ def test_explicit_paths_are_validated_like_a_directory(small_idx_dir, mnist_head
 def test_explicit_paths_must_be_the_four_mnist_files(paths, expected, small_idx_dir, destination):
     with pytest.raises(storage.DatasetError, match=expected):
         mnist.ingest([str(small_idx_dir / name) for name in paths], str(destination))
+    assert_nothing_published(destination)
+
+
+@pytest.mark.timeout(60)
+def test_an_explicit_path_that_is_a_fifo_is_refused_unopened(small_idx_dir, destination):
+    fifo = small_idx_dir / "elsewhere" / TEST_LABELS
+    fifo.parent.mkdir()
+    os.mkfifo(fifo)
+    paths = [str(small_idx_dir / name) for name in FILE_NAMES[:3]] + [str(fifo)]
+    with pytest.raises(storage.DatasetError, match=f"^{re.escape(str(fifo))}: a FIFO, not a regular file"):
+        mnist.ingest(paths, str(destination))
+    assert_nothing_published(destination)
+
+
+def test_an_uncompressed_file_larger_than_any_mnist_file_is_refused_unread(tmp_path, mnist_head, destination,
+                                                                          monkeypatch):
+    source = write_small_mnist(tmp_path / "raw-files", mnist_head, train_rows=50, gz=False)
+    monkeypatch.setattr(mnist, "MAX_FILE_BYTES", 20_000)  # the small train images are 39,216 bytes
+    expected = f"^{re.escape(str(source / 'train-images-idx3-ubyte'))}: 39,216 bytes, more than the 20,000 a "
+    with pytest.raises(storage.DatasetError, match=expected):
+        mnist.ingest(str(source), str(destination))
+    assert_nothing_published(destination)
+
+
+def test_sha256sums_saved_with_a_byte_order_mark_and_crlf_still_verify(small_idx_dir, destination):
+    sums = small_idx_dir / "SHA256SUMS"
+    sums.write_bytes(b"\xef\xbb\xbf" + sums.read_bytes().replace(b"\n", b"\r\n"))
+    assert mnist.fetch_sources(str(small_idx_dir)).keys() == set(mnist.FILE_STEMS.values())
+    (small_idx_dir / TRAIN_IMAGES).write_bytes(gzip_bytes(images_bytes(np.zeros((50, 28, 28), np.uint8))))
+    with pytest.raises(download.ChecksumError, match=f"^{TRAIN_IMAGES}: sha256 mismatch"):  # still checked
+        mnist.ingest(str(small_idx_dir), str(destination))
     assert_nothing_published(destination)
 
 

@@ -109,6 +109,15 @@ def assert_refused(archive: Path, target: Path, message: str, limits: ArchiveLim
     assert not target.exists()
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("make", "kind"), [(os.mkfifo, "a FIFO"),
+                                           (lambda path: path.symlink_to("/dev/zero"), "a character device")])
+def test_an_archive_that_is_a_fifo_or_a_device_is_refused_unopened(tmp_path, make, kind):
+    archive = tmp_path / "speech_commands_v0.02.tar.gz"
+    make(archive)
+    assert_refused(archive, tmp_path / "out", f"{kind}, not a regular file; only regular files are read")
+
+
 COLLISIONS = {
     "directory then file": ([dir_member("yes"), file_member("yes")], "file 'yes' has the name of a directory"),
     "file then directory": ([file_member("yes"), dir_member("yes")], "directory 'yes' has the name of an earlier file"),

@@ -56,9 +56,9 @@ def make_corpus(root: Path, words: tuple[str, ...] = ("yes", "no", "up", "cat", 
     noise.mkdir()
     rng = np.random.default_rng(0)
     (noise / "white_noise.wav").write_bytes(wav_bytes((rng.normal(0, 3000, 48_000)).astype(np.int16)))
-    if lists:
-        (root / "validation_list.txt").write_text(f"yes/{SPEAKERS[0]}_nohash_0.wav\n")
-        (root / "testing_list.txt").write_text(f"yes/{SPEAKERS[1]}_nohash_0.wav\nno/{SPEAKERS[1]}_nohash_0.wav\n")
+    if lists:  # as Speech Commands' own lists: every clip of a speaker in one list, or in none
+        (root / "validation_list.txt").write_text("".join(f"{word}/{SPEAKERS[0]}_nohash_0.wav\n" for word in words))
+        (root / "testing_list.txt").write_text("".join(f"{word}/{SPEAKERS[1]}_nohash_0.wav\n" for word in words))
     return root
 
 
@@ -140,9 +140,11 @@ def test_split_lists_win_over_the_hash_rule(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
     manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
     _, test_table = speech_ingest.read_clips(manifest["uri"], "test")
-    assert sorted(test_table.column("path").to_pylist()) == [f"no/{SPEAKERS[1]}_nohash_0.wav",
-                                                            f"yes/{SPEAKERS[1]}_nohash_0.wav"]
-    assert manifest["splits"]["validation"]["rows"] == 1
+    assert sorted(test_table.column("path").to_pylist()) == [f"{word}/{SPEAKERS[1]}_nohash_0.wav"
+                                                            for word in ("cat", "dog", "no", "up", "yes")]
+    _, validation_table = speech_ingest.read_clips(manifest["uri"], "validation")
+    assert set(validation_table.column("speaker").to_pylist()) == {SPEAKERS[0]}  # train by the sha1 rule
+    assert manifest["splits"]["validation"]["rows"] == 5
     assert speech_ingest.read_report(manifest["uri"])["split_rule"].startswith("validation_list")
 
 
@@ -535,3 +537,157 @@ def test_unknown_is_dealt_evenly_over_the_non_keyword_words():
     assert counts == {"bird": 5, "cat": 3, "dog": 5}
     assert len({path for _, path, _ in chosen}) == 13
     assert len(speech_ingest._sample_evenly_by_word(clips, 500, np.random.default_rng(0))) == 73
+
+
+# --- Files that are not what their names say, and lists that would put a clip in the wrong split ---------------
+
+NOT_READ = "not a regular file; only regular files are read"
+
+
+def skipped_reasons(manifest: dict) -> dict[str, str]:
+    return {entry["path"]: entry["reason"] for entry in speech_ingest.read_report(manifest["uri"])["skipped"]}
+
+
+def listed(corpus: Path, list_name: str) -> list[str]:
+    return (corpus / list_name).read_text().splitlines()
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_named_like_a_clip_is_skipped_unopened(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    os.mkfifo(corpus / "yes" / "fifo_nohash_0.wav")
+    manifest, created = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    assert created and skipped_reasons(manifest) == {"yes/fifo_nohash_0.wav": f"a FIFO, {NOT_READ}"}
+
+
+@pytest.mark.timeout(60)
+def test_a_fifo_in_the_background_noise_folder_is_skipped_unopened(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    os.mkfifo(corpus / layout.BACKGROUND_NOISE / "fifo.wav")
+    manifest, created = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    assert created and manifest["noise_files"] == ["white_noise.wav"]
+    assert skipped_reasons(manifest) == {f"{layout.BACKGROUND_NOISE}/fifo.wav": f"a FIFO, {NOT_READ}"}
+
+
+@pytest.mark.timeout(60)
+def test_a_link_to_dev_zero_in_the_background_noise_folder_is_skipped_unread(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    (corpus / layout.BACKGROUND_NOISE / "zeros.wav").symlink_to("/dev/zero")
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    assert manifest["noise_files"] == ["white_noise.wav"]
+    assert skipped_reasons(manifest) == {f"{layout.BACKGROUND_NOISE}/zeros.wav": f"a character device, {NOT_READ}"}
+
+
+def test_a_file_larger_than_max_member_bytes_is_skipped_unread_from_a_directory_too(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)  # clips of 25,644 bytes, a noise file of 96,044
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35, max_member_bytes=40_000)
+    assert manifest["noise_files"] == [] and manifest["skipped"] == 1
+    assert skipped_reasons(manifest) == {f"{layout.BACKGROUND_NOISE}/white_noise.wav":
+                                         "96,044 bytes, more than the 40,000 a WAV file may hold here"}
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sha256", ["", "0" * 64])
+def test_a_fifo_given_as_the_archive_is_refused_unopened_in_one_line(tmp_path, sha256):
+    fifo = tmp_path / "speech_commands_v0.02.tar.gz"
+    os.mkfifo(fifo)
+    expected = f"^{re.escape(str(fifo))}: a FIFO, not a regular file; .*data_source must be a corpus directory or"
+    with pytest.raises(storage.DatasetError, match=expected):
+        speech_ingest.ingest(str(fifo), str(tmp_path / "clips"), expected_sha256=sha256)
+    assert not (tmp_path / "clips").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_corpus_manifest_that_is_a_fifo_is_ignored_unopened(tmp_path, caplog):
+    corpus = make_corpus(tmp_path / "corpus", bad=False)
+    os.mkfifo(corpus / storage.MANIFEST_NAME)
+    manifest, created = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    assert created and manifest["voice_families"] == {}
+    assert any(f"ignoring {storage.MANIFEST_NAME} (a FIFO" in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("kind", "expected"), [("fifo", "a FIFO"), ("device", "a character device"),
+                                                ("directory", "a directory"), ("dangling", "cannot be read")])
+def test_a_split_list_that_is_not_a_regular_file_is_refused_naming_it(tmp_path, kind, expected):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    list_file = corpus / "validation_list.txt"
+    list_file.unlink()
+    {"fifo": lambda: os.mkfifo(list_file), "device": lambda: list_file.symlink_to("/dev/zero"),
+     "directory": list_file.mkdir, "dangling": lambda: list_file.symlink_to(tmp_path / "gone.txt")}[kind]()
+    with pytest.raises(storage.DatasetError, match=f"^{re.escape(str(corpus))}: validation_list.txt: {expected}"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists()
+
+
+def test_a_split_list_larger_than_any_real_one_is_refused_naming_it(tmp_path, monkeypatch):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    monkeypatch.setattr(speech_ingest, "MAX_LIST_BYTES", 100)
+    size = (corpus / "validation_list.txt").stat().st_size
+    expected = f"^{re.escape(str(corpus))}: validation_list.txt: {size} bytes, more than the 100 a list file may hold"
+    with pytest.raises(storage.DatasetError, match=expected):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists()
+
+
+def test_a_list_saved_with_a_byte_order_mark_and_crlf_keeps_its_first_clip_out_of_training(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    names = {list_name: listed(corpus, list_name) for list_name in ("validation_list.txt", "testing_list.txt")}
+    for list_name, list_names in names.items():
+        (corpus / list_name).write_bytes(b"\xef\xbb\xbf" + "\r\n".join(list_names).encode() + b"\r\n")
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    _, validation = speech_ingest.read_clips(manifest["uri"], "validation")
+    assert sorted(validation.column("path").to_pylist()) == sorted(names["validation_list.txt"])
+    assert not {SPEAKERS[0], SPEAKERS[1]} & speech_ingest.split_speakers(manifest["uri"], "train")
+    assert speech_ingest.read_report(manifest["uri"])["unmatched_list_names"] == {}
+
+
+def test_a_listed_name_without_a_file_is_reported_and_warned_about(tmp_path, caplog):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    with (corpus / "testing_list.txt").open("a") as out:
+        out.write("yes/gone_nohash_0.wav\n")
+    manifest, created = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    assert created
+    report = speech_ingest.read_report(manifest["uri"])
+    assert report["unmatched_list_names"] == {"testing_list.txt": ["yes/gone_nohash_0.wav"]}
+    warnings = [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+    assert (f"{corpus}: 1 name in testing_list.txt matches no clip of the corpus (first: yes/gone_nohash_0.wav); "
+            f"all are listed in {speech_ingest.REPORT_NAME}") in warnings
+
+
+def test_blank_lines_and_spaces_are_ignored_and_names_outside_the_corpus_reported(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", lists=True)  # with the bad clips: a listed skipped clip is no typo
+    names = listed(corpus, "validation_list.txt")
+    (corpus / "validation_list.txt").write_text("\n   \n" + "".join(f"  {name}\t \n" for name in names)
+                                                + "../outside_nohash_0.wav\n/yes/absolute_nohash_0.wav\n"
+                                                + "yes/empty_nohash_0.wav\n\n")
+    manifest, _ = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=35)
+    _, validation = speech_ingest.read_clips(manifest["uri"], "validation")
+    assert sorted(validation.column("path").to_pylist()) == sorted(names)
+    assert speech_ingest.read_report(manifest["uri"])["unmatched_list_names"] == {
+        "validation_list.txt": ["../outside_nohash_0.wav", "/yes/absolute_nohash_0.wav"]}
+
+
+def test_a_speaker_in_both_lists_is_refused_naming_the_speaker_a_clip_from_each_and_both_lists(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    moved = f"no/{SPEAKERS[0]}_nohash_0.wav"
+    (corpus / "validation_list.txt").write_text("".join(f"{name}\n" for name in listed(corpus, "validation_list.txt")
+                                                        if name != moved))
+    with (corpus / "testing_list.txt").open("a") as out:
+        out.write(f"{moved}\n")
+    expected = (f"{corpus}: speaker '{SPEAKERS[0]}' has clips in validation_list.txt (cat/{SPEAKERS[0]}_nohash_0.wav)"
+                f" and clips in testing_list.txt ({moved}); a speaker's clips must all be in one list, or all in none "
+                "(training): fix the lists")
+    with pytest.raises(storage.DatasetError, match=f"^{re.escape(expected)}$"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists()
+
+
+def test_a_speaker_listed_only_in_part_is_refused_too(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", bad=False, lists=True)
+    (corpus / "testing_list.txt").write_text(f"yes/{SPEAKERS[1]}_nohash_0.wav\n")  # the rest would train
+    expected = (f"{corpus}: speaker '{SPEAKERS[1]}' has clips in testing_list.txt (yes/{SPEAKERS[1]}_nohash_0.wav) "
+                f"and clips in no list (cat/{SPEAKERS[1]}_nohash_0.wav); a speaker's clips must")
+    with pytest.raises(storage.DatasetError, match=f"^{re.escape(expected)}"):
+        speech_ingest.ingest(str(corpus), str(tmp_path / "clips"))
+    assert not (tmp_path / "clips").exists()

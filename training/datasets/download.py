@@ -1,7 +1,9 @@
-"""Fetching a dataset's files over http(s) and verifying them (size, sha256), with errors that name the file.
+"""Fetching a dataset's files over http(s) or from local paths and verifying them (size, sha256), with errors that
+name the file.
 
 One helper for every ingestion: MNIST's four IDX files and Speech Commands' archive alike. A download streams to
 a file object, never holds more than ``max_bytes``, and fails if the server sends fewer bytes than it announced.
+A local file is read only if it is a regular file: a FIFO would block its reader for good, a device never ends.
 """
 
 from __future__ import annotations
@@ -9,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import http.client
 import logging
+import os
 import re
+import stat
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from training import storage
+from training import local_files, storage
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +64,33 @@ def check_size(name: str, size: int, expected_size: int | None, origin: str = ""
         raise ChecksumError(f"{name}: {size} bytes, expected {expected_size}{where}")
 
 
+def open_local_file(path: str | Path, name: str = "") -> BinaryIO:
+    """A local regular file opened for reading; a storage.DatasetError naming it for anything else (a FIFO, a
+    device, a directory), checked before the open and again on the open descriptor."""
+    try:
+        local_files.require_regular_file(path)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except local_files.UnreadableFileError as error:
+        reason = str(error).removeprefix(f"{path}: ")
+        raise storage.DatasetError(f"{name or path}: {reason}") from None
+    except OSError as error:
+        raise storage.DatasetError(f"{name or path}: cannot be read ({error.strerror})") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # replaced since the check
+        os.close(descriptor)
+        raise storage.DatasetError(f"{name or path}: not a regular file; only regular files are read")
+    return os.fdopen(descriptor, "rb")
+
+
 def verify_file(path: Path, name: str = "", expected_sha256: str = "", expected_size: int | None = None) -> Fetched:
-    """Hash a local file and check it against what is expected (an empty sha256 checks nothing)."""
+    """Hash a local regular file and check it against what is expected (an empty sha256 checks nothing)."""
     digest, size = hashlib.sha256(), 0
     try:
-        with Path(path).open("rb") as handle:
+        with open_local_file(path, name) as handle:
             while block := handle.read(BLOCK_BYTES):
                 digest.update(block)
                 size += len(block)
     except OSError as error:
-        raise storage.DatasetError(f"{name or path}: cannot read ({error.strerror})") from error
+        raise storage.DatasetError(f"{name or path}: cannot be read ({error.strerror})") from error
     fetched = Fetched(str(path), size, digest.hexdigest())
     _verify(name or str(path), fetched, expected_sha256, expected_size)
     return fetched

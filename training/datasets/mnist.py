@@ -1,8 +1,8 @@
 """MNIST: validate the four IDX files, ingest them into a Parquet dataset, read splits back.
 
 The source may be a directory, the four file paths, or an http(s) base URL. Files may be gzip-compressed
-(``.gz``) or raw. Every file is checked (magic, dimensions, length, labels, gzip framing) and checksummed
-before anything is written, so a bad input publishes nothing.
+(``.gz``) or raw. Every file is checked (a regular file, magic, dimensions, length, labels, gzip framing) and
+checksummed before anything is written, so a bad input publishes nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import gzip
 import hashlib
 import io
 import logging
+import os
 import struct
 import zlib
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from training import VENDORED_MNIST, storage
+from training import VENDORED_MNIST, local_files, storage
 from training.contract import MNIST_IMAGES
 from training.datasets import download
 from training.datasets.image_records import ImageBatch, from_table, to_table
@@ -51,8 +52,10 @@ CANONICAL_CONTENT_SHA256 = {
 }
 VENDORED_SOURCE = VENDORED_MNIST
 DOWNLOAD_TIMEOUT_SECONDS = 60
-# The largest MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes: no file may download or decompress to more.
+# The largest MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes: no file may be read, download or decompress
+# to more.
 MAX_FILE_BYTES = 64 * 2**20
+MAX_CHECKSUMS_BYTES = 2**20  # SHA256SUMS: four lines of ~90 bytes
 
 
 class IdxError(storage.DatasetError):
@@ -130,11 +133,12 @@ def _stem_of(name: str) -> str:
     return name[:-3] if name.endswith(".gz") else name
 
 
-def _fetch_url(url: str) -> bytes | None:
-    """The bytes at ``url``, or None if the server has no such file."""
+def _fetch_url(url: str, max_bytes: int | None = None) -> bytes | None:
+    """The bytes at ``url`` (at most ``max_bytes``, MAX_FILE_BYTES by default), or None if the server has no such
+    file."""
     buffer = io.BytesIO()
-    fetched = download.download(url, buffer, max_bytes=MAX_FILE_BYTES, timeout_seconds=DOWNLOAD_TIMEOUT_SECONDS,
-                                missing_ok=True)
+    fetched = download.download(url, buffer, max_bytes=MAX_FILE_BYTES if max_bytes is None else max_bytes,
+                                timeout_seconds=DOWNLOAD_TIMEOUT_SECONDS, missing_ok=True)
     return None if fetched is None else buffer.getvalue()
 
 
@@ -149,21 +153,40 @@ def _from_url(base_url: str) -> tuple[dict[str, SourceFile], dict[str, str]]:
                 break
         else:
             raise storage.DatasetError(f"{base_url}: neither {stem}.gz nor {stem} found")
-    sums = _fetch_url(f"{base_url.rstrip('/')}/SHA256SUMS")
-    return files, parse_checksums(sums.decode()) if sums else {}
+    sums_url = f"{base_url.rstrip('/')}/SHA256SUMS"
+    sums = _fetch_url(sums_url, MAX_CHECKSUMS_BYTES)
+    return files, parse_checksums_file(sums, sums_url) if sums is not None else {}
+
+
+def _read_local(path: Path, max_bytes: int | None = None, what: str = "dataset file") -> bytes | None:
+    """A local file's bytes, None if nothing has its name; refused unless it is a regular file of at most
+    ``max_bytes`` (MAX_FILE_BYTES by default): a FIFO would block the read for good, a device read without end."""
+    if not os.path.lexists(path):
+        return None
+    try:
+        local_files.require_regular_file(path)  # first: read_regular_file's fdopen fails on a directory unexplained
+        return local_files.read_regular_file(path, MAX_FILE_BYTES if max_bytes is None else max_bytes, what)
+    except local_files.UnreadableFileError as error:
+        raise storage.DatasetError(str(error)) from None
+
+
+def _local_checksums(sums_file: Path) -> dict[str, str]:
+    """The checksums of a local SHA256SUMS; {} where there is none."""
+    raw = _read_local(sums_file, MAX_CHECKSUMS_BYTES, "checksums file")
+    return parse_checksums_file(raw, str(sums_file)) if raw is not None else {}
 
 
 def _from_directory(directory: Path) -> tuple[dict[str, SourceFile], dict[str, str]]:
     files: dict[str, SourceFile] = {}
     for stem in FILE_STEMS.values():
         for name in (f"{stem}.gz", stem):
-            if (directory / name).is_file():
-                files[stem] = SourceFile(name, str(directory / name), (directory / name).read_bytes())
+            raw = _read_local(directory / name)
+            if raw is not None:
+                files[stem] = SourceFile(name, str(directory / name), raw)
                 break
         else:
             raise storage.DatasetError(f"{directory}: neither {stem}.gz nor {stem} found")
-    sums_file = directory / "SHA256SUMS"
-    return files, parse_checksums(sums_file.read_text()) if sums_file.is_file() else {}
+    return files, _local_checksums(directory / "SHA256SUMS")
 
 
 def _from_hdfs(uri: str) -> tuple[dict[str, SourceFile], dict[str, str]]:
@@ -191,7 +214,7 @@ def _from_hdfs(uri: str) -> tuple[dict[str, SourceFile], dict[str, str]]:
         else:
             raise storage.DatasetError(f"{uri}: neither {stem}.gz nor {stem} found")
     sums = read("SHA256SUMS")
-    return files, parse_checksums(sums.decode(errors="replace")) if sums else {}
+    return files, parse_checksums_file(sums, f"{uri.rstrip('/')}/SHA256SUMS") if sums is not None else {}
 
 
 def _from_paths(paths: Sequence[str]) -> dict[str, SourceFile]:
@@ -202,22 +225,36 @@ def _from_paths(paths: Sequence[str]) -> dict[str, SourceFile]:
         if stem not in known:
             names = ", ".join(sorted(known))
             raise storage.DatasetError(f"{path}: not one of the MNIST files ({names}, optionally .gz)")
-        if not path.is_file():
+        raw = _read_local(path)
+        if raw is None:
             raise storage.DatasetError(f"{path}: no such file")
-        files[stem] = SourceFile(path.name, str(path), path.read_bytes())
+        files[stem] = SourceFile(path.name, str(path), raw)
     missing = known - files.keys()
     if missing:
         raise storage.DatasetError(f"missing MNIST files: {', '.join(sorted(missing))}")
     return files
 
 
-def parse_checksums(text: str) -> dict[str, str]:
+def parse_checksums_file(raw: bytes, origin: str) -> dict[str, str]:
+    """A SHA256SUMS file's checksums (UTF-8, a byte-order mark dropped); a storage.DatasetError naming ``origin``
+    if it is not ``sha256sum`` output."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise storage.DatasetError(f"{origin}: not UTF-8 text (byte {error.start}); it must hold sha256sum output, "
+                                   "'HEX  NAME' per line") from None
+    return parse_checksums(text, origin)
+
+
+def parse_checksums(text: str, origin: str = "SHA256SUMS") -> dict[str, str]:
     """Parse ``sha256sum`` output (``HEX  NAME`` per line) into name → hex."""
     sums: dict[str, str] = {}
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
-            digest, name = line.split(maxsplit=1)
-            sums[name.strip().lstrip("*")] = digest.lower()
+            fields = line.split(maxsplit=1)
+            if len(fields) != 2:
+                raise storage.DatasetError(f"{origin}: line {number} is not 'HEX  NAME' (sha256sum output)")
+            sums[fields[1].strip().lstrip("*")] = fields[0].lower()
     return sums
 
 
@@ -241,9 +278,8 @@ def fetch_sources(source: str | Sequence[str]) -> dict[str, SourceFile]:
     else:
         files = _from_paths(sources)
         beside = {Path(path).parent / "SHA256SUMS" for path in sources}
-        for sums_file in beside:
-            if sums_file.is_file():
-                checksums.update(parse_checksums(sums_file.read_text()))
+        for sums_file in sorted(beside):
+            checksums.update(_local_checksums(sums_file))
     for stem, source_file in files.items():
         _verify_checksum(source_file, checksums.get(source_file.name) or checksums.get(stem))
     return files

@@ -62,7 +62,7 @@ def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: 
     with tempfile.TemporaryDirectory(prefix="cloudburst-speakers-") as workdir:
         root, description, skipped = speech_ingest.open_source(source, expected_sha256, Path(workdir), limits)
         log.info("reading clips below %s", root)
-        scan = speech_ingest.scan_corpus(root, resample, skipped, source)
+        scan = speech_ingest.scan_corpus(root, resample, skipped, source, limits.member_bytes)
     held_out = tuple(sorted(set(held_out_families)))
     speech_ingest._check_families(held_out, scan.families, source)
     corpus = _corpus_table(scan)

@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 
 from training import storage
 from training.audio import wav
+from training.datasets import download
 
 SAMPLE_RATE = 16_000
 BACKGROUND_NOISE = "_background_noise_"
@@ -121,11 +122,11 @@ def safe_extract(archive: Path, target: Path, limits: ArchiveLimits | None = Non
     """Extract a .tar, .tar.gz, .tar.bz2 or .tar.xz into ``target``, which must not exist yet.
 
     A first pass checks every member and reads the compressed stream to its end (so its checksum is verified);
-    only then is anything written, by a second pass that checks everything again. Refused: absolute paths, ``..``,
-    links, devices and other non-regular members, names colliding with each other or too long for the filesystem,
-    members nested more than MAX_MEMBER_DEPTH deep, anything over ``limits``. Members whose names are not UTF-8
-    are skipped and listed. Every refusal is an ArchiveError naming the archive (``name`` if given); after one,
-    ``target`` does not exist.
+    only then is anything written, by a second pass that checks everything again. Refused: an archive that is not
+    a regular file (a FIFO, a device); members with absolute paths, ``..``, links, devices and other non-regular
+    members, names colliding with each other or too long for the filesystem, members nested more than
+    MAX_MEMBER_DEPTH deep, anything over ``limits``. Members whose names are not UTF-8 are skipped and listed.
+    Every refusal is an ArchiveError naming the archive (``name`` if given); after one, ``target`` does not exist.
     """
     limits = limits or ArchiveLimits()
     label = name or str(archive)
@@ -159,8 +160,12 @@ def _read_archive(archive: Path, label: str, target: Path, limits: ArchiveLimits
 
 @contextmanager
 def _tar_stream(archive: Path, label: str) -> Iterator[tuple[tarfile.TarFile, _BoundedStream]]:
-    """The archive's tar stream, decompressed by the format its first bytes name."""
-    with archive.open("rb") as raw:
+    """The archive's tar stream, decompressed by the format its first bytes name; a FIFO or a device is refused."""
+    try:
+        opened = download.open_local_file(archive, label)
+    except storage.DatasetError as error:
+        raise ArchiveError(str(error)) from None
+    with opened as raw:
         magic = raw.read(6)
         raw.seek(0)
         if magic.startswith(b"\x1f\x8b"):

@@ -4,13 +4,16 @@ The source may be a directory, a ``.tar.gz``/``.tar`` archive, an http(s) URL of
 (``hdfs://…``, a landing zone; copied to local disk first, within the archive limits), optionally checked
 against a sha256. Archives are verified whole and extracted safely, within size limits, into a temporary
 directory. Every clip is checked: a bad one (empty, not WAV, truncated, stereo, not 16-bit PCM, zero-length, another
-sample rate unless ``resample``, a name that is not UTF-8) is skipped and listed with its reason in
-``ingest_report.json``; everything else is padded or cut to 1 s, and each clip cut is listed there too.
+sample rate unless ``resample``, a name that is not UTF-8, not a regular file, larger than ``max_member_bytes``) is
+skipped and listed with its reason in ``ingest_report.json``; everything else is padded or cut to 1 s, and each clip
+cut is listed there too.
 
 Labels follow the keyword task: 12 classes (``_silence_``, ``_unknown_`` and the ten keywords, as TensorFlow's
 Speech Commands tutorial orders them; ``_unknown_`` sampled from the other words and ``_silence_`` cut from the
 background noise, each about 10 % of a split), or 35 (every word directory is a class). Splits follow
-``validation_list.txt``/``testing_list.txt`` or, without them, Speech Commands' sha1 rule on the speaker.
+``validation_list.txt``/``testing_list.txt`` or, without them, Speech Commands' sha1 rule on the speaker. Lists
+that split a speaker (between both lists, or between a list and training) are refused; names in them that match no
+file are listed in the report.
 
 Output (kind ``speech-clips``): ``train/``, ``validation/``, ``test/`` Parquet (index, label, word, speaker, path,
 audio = 16,000 int16 samples) and, for the 12-class task, ``test_non_keywords/`` (every non-keyword clip of the
@@ -29,6 +32,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
@@ -39,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from training import storage
+from training import local_files, storage
 from training.contract import INGEST_REPORT_FILE, SPEECH_CLIPS, SPEECH_UNKNOWN_PERCENTAGE
 from training.datasets import download
 from training.datasets import speech_commands as layout
@@ -49,6 +53,9 @@ log = logging.getLogger(__name__)
 DATASET_KIND = SPEECH_CLIPS
 CLIP_SAMPLES = layout.SAMPLE_RATE  # 1 s
 SPLITS = {"training": "train", "validation": "validation", "testing": "test"}
+LIST_FILES = {"validation": "validation_list.txt", "testing": "testing_list.txt"}
+# v0.02's lists are ~10,000 names (~300 KB) each: a list file this large is not one of them.
+MAX_LIST_BYTES = 16 * 2**20
 NON_KEYWORD_TEST_SPLIT = "test_non_keywords"  # 12-class task: every non-keyword clip of the test speakers
 SILENCE_PERCENTAGE = 10.0
 UNKNOWN_PERCENTAGE = SPEECH_UNKNOWN_PERCENTAGE
@@ -148,8 +155,9 @@ def open_source(source: str, expected_sha256: str, workdir: Path,
             if expected_sha256:
                 raise storage.DatasetError(f"{source}: data_sha256 applies to an archive, not a directory")
             return archive, str(archive.resolve()), []
-        if not archive.is_file():
+        if not os.path.lexists(archive):
             raise storage.DatasetError(f"{source}: no such directory or archive")
+        _require_regular_archive(archive)
         if expected_sha256:
             download.verify_file(archive, source, expected_sha256)
     target = workdir / "extracted"
@@ -162,6 +170,15 @@ def open_source(source: str, expected_sha256: str, workdir: Path,
         skipped = [{**entry, "path": entry["path"].removeprefix(prefix)} for entry in skipped]
         target = entries[0]
     return target, source, skipped
+
+
+def _require_regular_archive(archive: Path) -> None:
+    """Refuse a FIFO (which would block the read for good), a device or a socket given as the archive."""
+    try:
+        local_files.require_regular_file(archive)
+    except local_files.UnreadableFileError as error:
+        raise storage.DatasetError(f"{error}; data_source must be a corpus directory or a .tar/.tar.gz "
+                                   "archive") from None
 
 
 def _copy_from_hdfs(source: str, target: Path, limits: layout.ArchiveLimits) -> Path:
@@ -224,9 +241,11 @@ class Scan:
     families: dict[str, str] = field(default_factory=dict)  # speaker → voice family (synthetic corpora only)
 
 
-def scan_corpus(root: Path, resample: bool, skipped: list[dict[str, str]] | None = None, source: str = "") -> Scan:
+def scan_corpus(root: Path, resample: bool, skipped: list[dict[str, str]] | None = None, source: str = "",
+                max_file_bytes: int = layout.MAX_MEMBER_BYTES) -> Scan:
     """Read and check every clip and noise file below ``root`` (``source`` names it in errors); ``skipped`` lists
-    files already left out."""
+    files already left out. Only regular files of at most ``max_file_bytes`` are read: others are skipped, with
+    the reason, unopened (a FIFO would block the read for good, a link to a device read without end)."""
     words = _word_directories(root)
     if not words:
         also = f" ({len(skipped)} archive members skipped for their names)" if skipped else ""
@@ -234,57 +253,73 @@ def scan_corpus(root: Path, resample: bool, skipped: list[dict[str, str]] | None
     scan = Scan()
     for entry in skipped or []:
         _skip_unread(scan, entry["path"], entry["reason"])
-    for list_name, split in (("validation_list.txt", "validation"), ("testing_list.txt", "testing")):
-        list_file = root / list_name
-        if list_file.is_file():
-            text = _text_of(list_file, f"{source or root}: {list_name}")
-            scan.content.update(f"{list_name}\0".encode() + text.encode())
-            scan.split_lists[split] = {line.strip() for line in text.splitlines() if line.strip()}
-    scan.families = _voice_families(root)
+    _read_split_lists(root, source or str(root), scan)
+    scan.families = _voice_families(root, max_file_bytes)
     if scan.families:
         scan.content.update(json.dumps(scan.families, sort_keys=True).encode())
     for directory in words:
         if not layout.is_utf8(directory.name):
             _skip_unread(scan, f"{layout.printable(directory.name)}/", "directory name is not valid UTF-8 (not read)")
             continue
-        good: list[tuple[str, np.ndarray]] = []
-        for path in sorted(directory.iterdir()):
-            relative = f"{directory.name}/{path.name}"
-            if not layout.is_utf8(path.name):
-                _skip_unread(scan, layout.printable(relative), "file name is not valid UTF-8")
-                continue
-            if not path.is_file():
-                scan.skipped.append({"path": relative, "reason": "not a regular file"})
-                continue
-            samples = _read_checked(path, relative, resample, scan)
-            if samples is not None:
-                good.append((relative, _fit_noting_trims(samples, relative, scan)))
-        scan.clips[directory.name] = good
+        scan.clips[directory.name] = _scan_word(directory, resample, scan, max_file_bytes)
     noise_dir = root / layout.BACKGROUND_NOISE
     if noise_dir.is_dir():
-        for path in sorted(noise_dir.glob("*.wav")):
-            relative = f"{layout.BACKGROUND_NOISE}/{path.name}"
-            if not layout.is_utf8(path.name):
-                _skip_unread(scan, layout.printable(relative), "file name is not valid UTF-8")
-                continue
-            samples = _read_checked(path, relative, resample, scan)
-            if samples is None:
-                continue
-            if len(samples) < CLIP_SAMPLES:
-                scan.skipped.append({"path": relative, "reason": "background noise shorter than 1 s"})
-                continue
-            scan.noises.append((path.name, samples))
+        _scan_noises(noise_dir, resample, scan, max_file_bytes)
     return scan
 
 
-def _voice_families(root: Path) -> dict[str, str]:
+def _scan_word(directory: Path, resample: bool, scan: Scan, max_file_bytes: int) -> list[tuple[str, np.ndarray]]:
+    """The good clips of one word directory, each fitted to 1 s; the others skipped with their reasons."""
+    good: list[tuple[str, np.ndarray]] = []
+    for path in sorted(directory.iterdir()):
+        relative = f"{directory.name}/{path.name}"
+        if not layout.is_utf8(path.name):
+            _skip_unread(scan, layout.printable(relative), "file name is not valid UTF-8")
+            continue
+        samples = _read_checked(path, relative, resample, scan, max_file_bytes)
+        if samples is not None:
+            good.append((relative, _fit_noting_trims(samples, relative, scan)))
+    return good
+
+
+def _scan_noises(noise_dir: Path, resample: bool, scan: Scan, max_file_bytes: int) -> None:
+    """The background recordings (``*.wav``) of at least 1 s; the others skipped with their reasons."""
+    for path in sorted(noise_dir.glob("*.wav")):
+        relative = f"{layout.BACKGROUND_NOISE}/{path.name}"
+        if not layout.is_utf8(path.name):
+            _skip_unread(scan, layout.printable(relative), "file name is not valid UTF-8")
+            continue
+        samples = _read_checked(path, relative, resample, scan, max_file_bytes)
+        if samples is None:
+            continue
+        if len(samples) < CLIP_SAMPLES:
+            scan.skipped.append({"path": relative, "reason": "background noise shorter than 1 s"})
+            continue
+        scan.noises.append((path.name, samples))
+
+
+def _read_split_lists(root: Path, source: str, scan: Scan) -> None:
+    """The clip paths validation_list.txt and testing_list.txt name, where the corpus has them (a list that is
+    there but cannot be read is refused: ignoring it would put its clips in training)."""
+    for split, list_name in LIST_FILES.items():
+        list_file = root / list_name
+        if os.path.lexists(list_file):
+            text = _text_of(list_file, f"{source}: {list_name}")
+            scan.content.update(f"{list_name}\0".encode() + text.encode())
+            scan.split_lists[split] = {line.strip() for line in text.splitlines() if line.strip()}
+
+
+def _voice_families(root: Path, max_file_bytes: int) -> dict[str, str]:
     """Speaker → voice family, from a synthetic corpus' manifest; {} for a corpus without one (real speech)."""
     from training.datasets import speech_synthesis
 
+    manifest_file = root / storage.MANIFEST_NAME
+    if not os.path.lexists(manifest_file):
+        return {}
     try:
-        manifest = storage.read_manifest(str(root))
-    except ValueError as error:  # not JSON: a stray file, not one of our corpora
-        log.warning("%s: ignoring %s, which is not JSON (%s)", root, storage.MANIFEST_NAME, error)
+        manifest = json.loads(_read_regular_file(manifest_file, max_file_bytes, "manifest"))
+    except ValueError as error:  # not a regular file, or not JSON: a stray file, not one of our corpora
+        log.warning("%s: ignoring %s (%s)", root, storage.MANIFEST_NAME, _reason(error, manifest_file))
         return {}
     if not isinstance(manifest, dict) or manifest.get("kind") != speech_synthesis.DATASET_KIND:
         return {}
@@ -305,11 +340,25 @@ def _skip_unread(scan: Scan, path: str, reason: str) -> None:
 
 
 def _text_of(path: Path, shown: str) -> str:
+    """A list file's text: a regular file of at most MAX_LIST_BYTES, UTF-8 (a byte-order mark is dropped)."""
     try:
-        return path.read_bytes().decode("utf-8")
+        return _read_regular_file(path, MAX_LIST_BYTES, "list file").decode("utf-8-sig")
+    except local_files.UnreadableFileError as error:
+        raise storage.DatasetError(f"{shown}: {_reason(error, path)}") from None
     except UnicodeDecodeError as error:
         raise storage.DatasetError(f"{shown} is not UTF-8 text (byte {error.start}: {error.reason}); it must list "
                                    f"one clip path per line") from error
+
+
+def _read_regular_file(path: Path, max_bytes: int, what: str) -> bytes:
+    """The file's bytes; UnreadableFileError unless it is a regular file of at most ``max_bytes``."""
+    local_files.require_regular_file(path)  # first: read_regular_file's fdopen fails on a directory unexplained
+    return local_files.read_regular_file(path, max_bytes, what)
+
+
+def _reason(error: Exception, path: Path) -> str:
+    """An error's message without the path it starts with (a temporary one, for an archive's files)."""
+    return str(error).removeprefix(f"{path}: ")
 
 
 def _fit_noting_trims(samples: np.ndarray, relative: str, scan: Scan) -> np.ndarray:
@@ -319,10 +368,14 @@ def _fit_noting_trims(samples: np.ndarray, relative: str, scan: Scan) -> np.ndar
     return fit_to_clip(samples)
 
 
-def _read_checked(path: Path, relative: str, resample: bool, scan: Scan) -> np.ndarray | None:
+def _read_checked(path: Path, relative: str, resample: bool, scan: Scan, max_bytes: int) -> np.ndarray | None:
     """A file's samples at 16 kHz, or None after recording why it was skipped; every file read counts in the
     content id."""
-    data = path.read_bytes()
+    try:
+        data = _read_regular_file(path, max_bytes, "WAV file")
+    except local_files.UnreadableFileError as error:
+        _skip_unread(scan, relative, _reason(error, path))
+        return None
     scan.content.update(relative.encode() + b"\0" + hashlib.sha256(data).digest())
     try:
         samples, was_resampled = decode_pcm(data, resample)
@@ -332,6 +385,45 @@ def _read_checked(path: Path, relative: str, resample: bool, scan: Scan) -> np.n
     if was_resampled:
         scan.resampled.append(relative)
     return samples
+
+
+def refuse_split_speakers(scan: Scan, source: str) -> None:
+    """Every speaker's clips in one list, or in none (training): lists that split a speaker would test the model
+    on a voice it trained on. Speech Commands' own lists never do (they follow the sha1 rule on the speaker)."""
+    if not scan.split_lists:
+        return
+    unlisted = "no list"
+    places = [*LIST_FILES.values(), unlisted]
+    where: dict[str, dict[str, str]] = {}  # speaker → place → the first of their clips there
+    for clips in scan.clips.values():
+        for relative, _ in clips:
+            listed_in = [LIST_FILES[split] for split, names in scan.split_lists.items() if relative in names]
+            for place in listed_in or [unlisted]:
+                where.setdefault(layout.speaker_of(relative), {}).setdefault(place, relative)
+    split_speakers = sorted(speaker for speaker, found in where.items() if len(found) > 1)
+    if split_speakers:
+        speaker = split_speakers[0]
+        found = sorted(where[speaker].items(), key=lambda item: places.index(item[0]))
+        clips_in = " and ".join(f"clips in {place} ({layout.printable(example)})" for place, example in found)
+        more = f" ({len(split_speakers) - 1} more speakers are split too)" if len(split_speakers) > 1 else ""
+        raise storage.DatasetError(f"{source}: speaker {layout.printable(speaker)!r} has {clips_in}{more}; a "
+                                   "speaker's clips must all be in one list, or all in none (training): fix the "
+                                   "lists")
+
+
+def unmatched_list_names(scan: Scan) -> dict[str, list[str]]:
+    """List file → the names in it that are no file of the corpus (a typo, or a list made for another corpus)."""
+    present = {relative for clips in scan.clips.values() for relative, _ in clips}
+    present.update(entry["path"] for entry in scan.skipped)
+    unmatched = {LIST_FILES[split]: sorted(names - present) for split, names in scan.split_lists.items()}
+    return {list_name: names for list_name, names in unmatched.items() if names}
+
+
+def _warn_of_unmatched(unmatched: dict[str, list[str]], source: str) -> None:
+    for list_name, names in unmatched.items():
+        log.warning("%s: %d name%s in %s match%s no clip of the corpus (first: %s); all are listed in %s", source,
+                    len(names), "" if len(names) == 1 else "s", list_name, "es" if len(names) == 1 else "",
+                    layout.printable(names[0]), REPORT_NAME)
 
 
 def split_of(relative: str, split_lists: dict[str, set[str]], held_out_speakers: frozenset[str] = frozenset()) -> str:
@@ -504,7 +596,8 @@ def ingest(
     """Check, label and publish a Speech Commands corpus; (manifest, created).
 
     An archive source may hold no member over ``max_member_bytes``, extract to no more than
-    ``max_extracted_bytes`` in all, and hold no more than ``max_archive_members`` members.
+    ``max_extracted_bytes`` in all, and hold no more than ``max_archive_members`` members; a file over
+    ``max_member_bytes`` in a directory source is skipped (and reported), unread.
     """
     if task not in (12, 35):
         raise ValueError(f"task must be 12 or 35, got {task}")
@@ -519,7 +612,10 @@ def ingest(
     with tempfile.TemporaryDirectory(prefix="cloudburst-speech-") as workdir:
         root, description, skipped = open_source(source, expected_sha256, Path(workdir), limits)
         log.info("reading clips below %s", root)
-        scan = scan_corpus(root, resample, skipped, source)
+        scan = scan_corpus(root, resample, skipped, source, max_member_bytes)
+    refuse_split_speakers(scan, source)
+    unmatched = unmatched_list_names(scan)
+    _warn_of_unmatched(unmatched, source)
     held_out_families = tuple(sorted(set(held_out_families)))
     _check_families(held_out_families, scan.families, source)
     names, rows = label_clips(scan, task, seed, held_out_families, train_unknown_percentage, training_speakers)
@@ -529,7 +625,7 @@ def ingest(
     if empty:  # fine for an evaluation-only corpus (no train) or one without a validation list; the steps that
         # need a split refuse an empty one themselves, naming it
         log.warning("%s: the %s split%s empty", source, " and ".join(empty), " is" if len(empty) == 1 else "s are")
-    report = _report(scan, source, names, rows)
+    report = _report(scan, source, names, rows, unmatched)
     recipe = {"source_content": scan.content.hexdigest(), "task": task, "resample": resample, "seed": seed,
               "held_out_families": list(held_out_families), "layout": LAYOUT_VERSION}
     if train_unknown_percentage != UNKNOWN_PERCENTAGE:  # only then: older datasets keep their recipe
@@ -607,7 +703,8 @@ def _check_families(held_out: tuple[str, ...], families: dict[str, str], source:
                                    "train on")
 
 
-def _report(scan: Scan, source: str, names: list[str], rows: dict[str, SplitRows]) -> dict[str, Any]:
+def _report(scan: Scan, source: str, names: list[str], rows: dict[str, SplitRows],
+            unmatched: dict[str, list[str]]) -> dict[str, Any]:
     reasons = Counter(entry["reason"] for entry in scan.skipped)
     return {
         "source": source,
@@ -620,6 +717,7 @@ def _report(scan: Scan, source: str, names: list[str], rows: dict[str, SplitRows
         "class_names": names,
         "rows_per_split": {split: len(split_rows.labels) for split, split_rows in rows.items()},
         "split_rule": "validation_list.txt/testing_list.txt" if scan.split_lists else "sha1 of the speaker id",
+        "unmatched_list_names": unmatched,  # list file → names in it that are no file of the corpus
     }
 
 
@@ -648,7 +746,5 @@ def split_speakers(dataset: str, split: str) -> set[str]:
 
 def read_noises(dataset: str) -> list[np.ndarray]:
     """The background noise recordings (int16), for augmentation."""
-    where = storage.resolve(dataset)
-    with where.fs.open(f"{where.path}/noise/part-00000.parquet", "rb") as handle:
-        table = pq.read_table(handle)
+    table = storage.read_published_parquet(dataset, storage.require_manifest(dataset), "noise/part-00000.parquet")
     return [np.frombuffer(value.as_py(), dtype="<i2").astype(np.int16) for value in table.column("audio")]
