@@ -159,7 +159,8 @@ def row(name: str, measured: dict[str, Any], baseline: float, ceiling_rate: floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--links", default="10gbit,1gbit,100mbit", help="link rates, comma-separated (default "
                         "%(default)s)")
     parser.add_argument("--strategies", default=",".join(STRATEGIES),

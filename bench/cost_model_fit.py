@@ -37,7 +37,8 @@ def configuration(name: str, link: str, settings: dict, parameters: int, steps_p
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     newest = max((REPO_ROOT / "var" / "bench" / "cluster").glob("*.json"), default=None,
                  key=lambda path: path.stat().st_mtime)
     parser.add_argument("--results", type=Path, default=newest, help="a bench/cluster_links.py JSON (default: newest)")

@@ -18,7 +18,7 @@ from training.jobs.spark_session import spark_session
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     parser.add_argument("--augment-copies", dest="copies", type=int, default=1)
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--master", default="local[*]")

@@ -46,7 +46,7 @@ def vectorised(images: np.ndarray, seed: int, alpha: float, sigma: float) -> np.
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     parser.add_argument("--images", type=int, default=4096, help="images per round (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: %(default)s)")
     args = parser.parse_args()

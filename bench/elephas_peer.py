@@ -483,9 +483,20 @@ def in_peer_environment() -> bool:
     return Path(sys.prefix).resolve() == VENV_DIR.resolve()
 
 
+def _spec_object(text: str) -> dict[str, Any]:
+    """--spec: a JSON object read strictly (no key twice, bounded in size and depth), one line when refused."""
+    from training.strict_json import JsonError, loads_object
+
+    try:
+        return loads_object(text, "the JSON mapping")
+    except JsonError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--spec", default="{}",
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spec", default={}, type=_spec_object,
                         help="the run specification as a JSON mapping of RunSpec fields (default: all defaults); "
                              "nodes × workers_per_node is forced to 1 × 2, the data must be prepared already")
     parser.add_argument("--mode", choices=MODES, default="synchronous",
@@ -503,7 +514,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.ensure_environment:
         print(ensure_environment())
         return
-    spec_mapping = json.loads(args.spec)
+    spec_mapping = args.spec
     if in_peer_environment():  # also when started directly with the venv's Python: Spark's workers must use it too
         environment = peer_environment(Path(sys.executable))
         os.environ.update({name: environment[name] for name in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")})

@@ -96,7 +96,8 @@ def main() -> None:
     from training.config import RunSpec
     from training.workloads.kws_densenet_bilstm import ONLINE_AUGMENTATION_FULL_SET
 
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speakers", type=int, default=200, help="synthetic speakers (default: 200)")
     parser.add_argument("--augment-copies", type=int, default=0,
                         help="offline copies in the augmentation comparison's runs but the 'offline copies' one "

@@ -188,7 +188,8 @@ def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     from training import workloads
 
     parser.add_argument("--workload", default="mnist_elastic_cnn", choices=workloads.names(),

@@ -164,7 +164,8 @@ def summarise(rows: list[dict[str, float]], target: float) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--speakers", type=int, default=300, help="synthetic speakers (default 300)")
     parser.add_argument("--repetitions", type=int, default=2, help="utterances of each word per speaker (default 2)")
     parser.add_argument("--epochs", type=int, default=8, help="training epochs of each model (default 8)")

@@ -91,7 +91,8 @@ def row(name: str, measured: dict[str, Any], ceiling_rate: float | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=6, help="epochs per contender (default 6)")
     parser.add_argument("--batch", type=int, default=128, help="batch size per worker (default 128)")
     parser.add_argument("--target", type=float, default=0.99, help="target test accuracy (default 0.99)")

@@ -31,36 +31,32 @@ fi
 # and, with DEMO_CONF, a digest of its other settings (demo-horovod-1x2-3f9a1c).
 spec_of() {  # $1 = config, $2 = json | args
     .venv/airflow/bin/python - "$dag_id" "$1" "${DEMO_CONF:-}" "$2" "${DEMO_PRESET:-}" <<'PY'
-import json, re, sys
-from training.config import RunSpec, RunSpecError, preset_values
+import hashlib, json, os, re, sys
 from training import workloads
+from training.config import RunSpec, json_values, preset_values
+from training.settings import RunSpecError, shown
+from training.strict_json import JsonError, loads_object
 dag_id, config, user, form, preset = sys.argv[1:]
 try:
     workloads.definition(dag_id)
-    if not re.fullmatch(r"[1-9][0-9]*x[1-9][0-9]*", config):
-        raise RunSpecError(f"DEMO_CONFIGS entry {config!r}: expected nodes x workers_per_node, e.g. 1x2")
-    try:
-        overrides = json.loads(user or "{}")
-    except json.JSONDecodeError as error:
-        raise RunSpecError(f"DEMO_CONF is not JSON: {error}") from None
-    if not isinstance(overrides, dict):
-        raise RunSpecError("DEMO_CONF must be a JSON object, e.g. '{\"epochs\": 3}'")
+    if not re.fullmatch(r"[1-9][0-9]{0,3}x[1-9][0-9]{0,3}", config):
+        raise RunSpecError(f"DEMO_CONFIGS entry {shown(config)}: expected nodes x workers_per_node, e.g. 1x2")
+    overrides = loads_object(user or "{}", "DEMO_CONF")  # strict: no key twice, bounded size and depth
+    typed = json_values(overrides)  # JSON types as declared ("3" is no integer), before a name is made of them
     nodes, workers_per_node = (int(part) for part in config.split("x"))
-    strategy = overrides.get("strategy") or RunSpec(workload=dag_id).strategy
-    import os
-    cluster = json.loads(os.environ.get("DEMO_CLUSTER_CONF") or "{}")
+    strategy = typed.get("strategy") or RunSpec(workload=dag_id).strategy
+    cluster = loads_object(os.environ.get("DEMO_CLUSTER_CONF") or "{}", "DEMO_CLUSTER_CONF")
     preset_settings = preset_values(dag_id, preset) if preset else {}
     # Other DEMO_CONF settings add a digest of themselves to the name: a run directory holds one spec, so a
     # variant never collides with the plain demo's run (refused: "already holds a run with other settings"),
     # and the same DEMO_CONF again names the same run (a no-op).
-    import hashlib
     varied = {name: value for name, value in overrides.items() if name not in ("run_name", "strategy")}
     digest = "-" + hashlib.sha1(json.dumps(varied, sort_keys=True).encode()).hexdigest()[:6] if varied else ""
     values = {"nodes": nodes, "workers_per_node": workers_per_node,
               "run_name": f"demo-{preset + '-' if preset else ''}{strategy}-{config}{digest}",
-              **preset_settings, **cluster, **overrides, "workload": dag_id}
-    spec = RunSpec.from_mapping(values).validate()
-except RunSpecError as error:
+              **preset_settings, **cluster, **typed, "workload": dag_id}
+    spec = RunSpec.from_json(values).validate()
+except (RunSpecError, JsonError) as error:
     sys.exit(f"[demo] {error}")
 if form == "json":
     print(json.dumps({name: value for name, value in values.items() if name != "workload"}))

@@ -13,33 +13,49 @@ source infra/airflow-env.sh
 
 conf="${STUDY_CONF:-{\}}"
 log="var/study.log"
-if ! .venv/airflow/bin/python -c 'import json, sys; value = json.loads(sys.argv[1]); assert isinstance(value, dict)' \
-        "$conf" 2>/dev/null; then
-    echo "[study] STUDY_CONF must be a JSON object, e.g. '{\"strategies\": \"horovod\"}'" >&2
-    exit 2
-fi
+# STUDY_CONF read strictly (one object, no key twice, bounded) and planned as the DAG's plan task will plan it, so a
+# bad setting, a grid over budget or one Airflow cannot map fails here in one line, before anything starts.
+# $1 = plan | shape (JSON and run_settings only) | cluster NODES HDFS_URI (plan with the cluster's defaults).
+study_conf() {
+    .venv/airflow/bin/python - "$@" <<'PY'
+import json, sys
+from training.settings import RunSpecError
+from training.strict_json import JsonError
+from training.study.plan import DEFAULT_RUN_SETTINGS, plan_study, run_settings_of, study_conf
+mode, text, *cluster = sys.argv[1:]
+try:
+    conf = study_conf(text)
+    run_settings_of(conf)
+    if mode == "cluster":  # claim (b) by default: every worker host at 10gbit, 1gbit and 100mbit
+        nodes, hdfs = cluster
+        conf.setdefault("nodes", nodes)
+        conf.setdefault("workers_per_node", "1")
+        conf.setdefault("link_rates", "10gbit,1gbit,100mbit")
+        conf.setdefault("n_push", "4")
+        conf.setdefault("repetitions", 1)
+        if conf.get("run_settings") is None:
+            conf["run_settings"] = {"epochs": 2, "train_limit": 20000, "test_limit": 2000}
+        conf["run_settings"].setdefault("spark_master", "yarn")
+        conf["run_settings"].setdefault("data_root", f"{hdfs}/cloudburst-study")
+    if mode != "shape":
+        plan_study({"run_settings": DEFAULT_RUN_SETTINGS, **conf})
+except (RunSpecError, JsonError) as error:
+    sys.exit(f"[study] {error}")
+print(json.dumps(conf))
+PY
+}
 if [[ "${1:-}" == "--cluster" ]]; then
     # `make study-cluster`: the namespace cluster (up if it is not; its links re-shaped per run by the study's
     # link_rates), Spark's jars on its HDFS, its client settings; the study's data on its HDFS, Spark on YARN, and
     # by default claim (b): Horovod and Downpour on every worker host at 10gbit, 1gbit and 100mbit.
     nodes="${2:-2}"
+    study_conf shape "$conf" > /dev/null || exit 2
     infra/cluster/netns.sh up "$nodes" "${LINK:-10gbit}"
     infra/cluster/netns.sh spark-archive
     eval "$(infra/cluster/netns.sh env)"
-    conf="$(.venv/airflow/bin/python - "$conf" "$nodes" "$CLOUDBURST_HDFS_URI" <<'PY'
-import json, sys
-conf, nodes, hdfs = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
-conf.setdefault("nodes", nodes)
-conf.setdefault("workers_per_node", "1")
-conf.setdefault("link_rates", "10gbit,1gbit,100mbit")
-conf.setdefault("n_push", "4")
-conf.setdefault("repetitions", 1)
-settings = conf.setdefault("run_settings", {"epochs": 2, "train_limit": 20000, "test_limit": 2000})
-settings.setdefault("spark_master", "yarn")
-settings.setdefault("data_root", f"{hdfs}/cloudburst-study")
-print(json.dumps(conf))
-PY
-)"
+    conf="$(study_conf cluster "$conf" "$nodes" "$CLOUDBURST_HDFS_URI")" || exit 2
+else
+    conf="$(study_conf plan "$conf")" || exit 2
 fi
 infra/airflow-ready.sh study  # the metadata database, once and under a lock; the study's pool
 echo "[study] $(date +%H:%M:%S) airflow dags test scaling_study -c '$conf'  (full log: $log)"

@@ -58,7 +58,7 @@ def run_spec(context: Any, workload: str, branch: str = "") -> RunSpec:
         published = triggering_uri(context, definition.scheduled_on)
         if published:
             values[definition.scheduled_on_setting] = published
-    spec = RunSpec.from_mapping({**values, "workload": workload})
+    spec = RunSpec.from_json({**values, "workload": workload})  # Params are JSON: "3" is no integer
     return spec.for_branch(branch) if branch else spec
 
 
@@ -94,7 +94,7 @@ def task_spec(context: Any, step: str, workload: str, branch: str, settings: dic
     """The run specification a step task runs: its own complete run settings when it has them (a scaling study's
     configuration, mapped over), else the DAG run's (``run_spec``)."""
     if settings:
-        spec = RunSpec.from_mapping(dict(settings))
+        spec = RunSpec.from_json(dict(settings))
         if step not in spec.definition.steps:  # the study DAG holds every workload's preparation steps
             raise AirflowSkipException(f"{spec.workload} has no {step} step")
         return spec

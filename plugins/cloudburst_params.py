@@ -4,6 +4,8 @@ workload's defaults — so the trigger form explains itself and checks what the 
 
 from __future__ import annotations
 
+import dataclasses
+
 from airflow.sdk import Param
 
 from training import workloads
@@ -24,7 +26,6 @@ def run_params(workload: str) -> dict[str, Param]:
         default = defaults[entry.name]
         if entry.name == "run_name":  # empty: derived from the DAG run id, so a retried task resumes the same run
             default = ""
-            schema["type"] = ["null", "string"]
-            schema.pop("pattern", None)
+            schema = dataclasses.replace(entry, optional=True).json_schema(default)  # the same rule, or empty
         params[entry.name] = Param(default, **schema)
     return params

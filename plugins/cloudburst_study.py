@@ -20,7 +20,7 @@ from cloudburst_operators import CloudburstCommandOperator, CloudburstSparkJobOp
 from training.config import RunSpec, run_name_from
 from training.contract import AUGMENT, EVALUATE, FEATURES, INGEST, SHARD, TRAIN
 from training.jobs.spark_session import check_cluster_configuration
-from training.study.plan import STUDY_SETTINGS, plan_study
+from training.study.plan import DEFAULT_RUN_SETTINGS, STUDY_NAME_MAX_LENGTH, STUDY_SETTINGS, plan_study
 
 STUDY_POOL = "cloudburst_cluster"
 STUDY_POOL_SLOTS = 1
@@ -28,15 +28,13 @@ PREPARATION_STEPS = (INGEST, AUGMENT, FEATURES)  # every workload's; each runs o
 # Mapped tasks' names in the Grid view (Jinja, rendered with the task's own expanded settings).
 RUN_NAME = "{{ task.settings['run_name'] }}"
 SHARD_SET_NAME = "shards for {{ task.settings['nodes'] * task.settings['workers_per_node'] }} worker(s)"
-# The default study (`make study`): full MNIST with one elastic copy, 4 epochs, six runs; about 24 min estimated.
-DEFAULT_RUN_SETTINGS = {"epochs": 4}
 
 
 def default_study_name(run_id: str) -> str:
     """A study's name when the Params give none: its DAG run's date and time (20261202-184843), else the run id
-    made safe for run names."""
+    made safe for run names, short enough for every configuration's run name."""
     found = re.search(r"(\d{4})-(\d{2})-(\d{2})T(\d{2})[:-](\d{2})[:-](\d{2})", run_id)
-    return "{}{}{}-{}{}{}".format(*found.groups()) if found else run_name_from(run_id)
+    return "{}{}{}-{}{}{}".format(*found.groups()) if found else run_name_from(run_id, STUDY_NAME_MAX_LENGTH)
 
 
 def ensure_study_pool() -> None:

@@ -59,7 +59,7 @@ def test_a_grid_over_budget_is_refused_with_its_estimate():
     ({"workers_per_node": "-1"}, r"workers_per_node='-1': must be comma-separated"),
     ({"n_push": "4,"}, r"n_push='4,': must be comma-separated"),
     ({"repetitions": 0}, r"repetitions=0: must be ≥ 1"),
-    ({"repetitions": "many"}, r"repetitions='many': expected int"),
+    ({"repetitions": "many"}, r"repetitions='many': expected an integer in JSON, not a string"),
     ({"budget_minutes": 0}, r"budget_minutes=0.0: must be > 0"),
     ({"workload": "chess"}, r"workload='chess': must be one of"),
     ({"study_name": "a b"}, r"study_name='a b': may hold only"),
@@ -67,7 +67,7 @@ def test_a_grid_over_budget_is_refused_with_its_estimate():
     ({"run_settings": {"strategy": "downpour"}}, r"run_settings sets strategy: the grid decides these"),
     ({"run_settings": {"epochs": 0}}, r"epochs=0: must be ≥ 1"),
     ({"run_settings": {"epochz": 3}}, r"epochz"),
-    ({"workers_per_node": "65"}, r"workers_per_node=65: must be ≤ 64"),
+    ({"workers_per_node": "65"}, r"workers_per_node='65': every value must be ≤ 64"),
     *[({"link_rates": bad, "run_settings": {"spark_master": "yarn"}}, rf"link_rates='{bad}': must be comma-separated")
       for bad in ("fast", "0mbit", "100mbit,", "1000gbit", "10 gbit", "100Mbit", "1e9", "10gbit;reboot", "-1gbit")],
     ({"link_rates": "1gbit"}, r"link_rates='1gbit' shape the namespace cluster's links: set \"spark_master\": "

@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from training import workloads
@@ -34,6 +35,7 @@ from training.config import RunSpec, all_settings, workload_defaults, workload_s
 from training.console import configure_logging
 from training.contract import SPARK_STEPS, STEPS
 from training.jobs.command_line import add_job_arguments, run_reporting_errors
+from training.settings import DATASET_SCHEMES, TRACKING_SCHEMES, shown, uri_problem
 
 log = logging.getLogger("cloudburst")
 
@@ -111,8 +113,12 @@ def _verify(args: argparse.Namespace) -> None:
     decision = verify(load_system(args.system), enrollment, test, args.p_target)
     if args.json:
         print(json.dumps({"scores": decision.scores, "llr": decision.llr, "threshold": decision.threshold,
-                          "p_target": decision.p_target, "accepted": decision.accepted}))
+                          "p_target": decision.p_target, "accepted": decision.accepted,
+                          "test_in_enrollment": list(decision.test_in_enrollment)}, allow_nan=False))
         return
+    for index in decision.test_in_enrollment:
+        print(f"note: the test clip is enrollment clip {index + 1} ({args.enroll[index]}): a clip scored against "
+              "itself says nothing about the speaker")
     for name, score in decision.scores.items():
         print(f"{name:28s} S-norm score {score:+.3f}")
     verdict = "same speaker (accept)" if decision.accepted else "different speaker (reject)"
@@ -138,18 +144,20 @@ def _advise(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cloudburst", description=__doc__,
+    # allow_abbrev=False everywhere: a prefix must never pass for a flag (--workers for --workers-per-node)
+    parser = argparse.ArgumentParser(prog="cloudburst", description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     for step in STEPS:
         command = commands.add_parser(step, help=STEP_HELP[step], description=_step_description(step),
-                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+                                      allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
         add_job_arguments(command, spark=step in SPARK_STEPS)
         command.set_defaults(handler=_run_step, step=step)
 
-    settings = commands.add_parser("settings", help="list every run setting with its default, bounds and help")
+    settings = commands.add_parser("settings", help="list every run setting with its default, bounds and help",
+                                   allow_abbrev=False)
     settings.add_argument("--workload", choices=workloads.names(), default=None,
                           help="only the settings of this workload, with its defaults")
     settings.set_defaults(handler=_settings)
@@ -157,7 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
     from training.datasets import speech_synthesis
 
     synth = commands.add_parser(
-        "synth-speech", help="synthesise a Speech Commands-layout corpus offline",
+        "synth-speech", help="synthesise a Speech Commands-layout corpus offline", allow_abbrev=False,
         description="Write <word>/<speaker>_nohash_<n>.wav (1 s, 16 kHz mono 16-bit), _background_noise_/ and the "
                     "split lists, with Debian's offline TTS engines (espeak-ng with per-speaker voice variants, "
                     "flite, festival) and a per-speaker vocal-tract warp. Deterministic for a seed; parallel over "
@@ -166,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     synth.set_defaults(handler=_synth_speech)
 
     mnist_defaults = RunSpec(workload="mnist_elastic_cnn")
-    preview = commands.add_parser("preview", help="PNG grid of MNIST originals beside their deformations")
-    preview.add_argument("--source", default=None,
+    preview = commands.add_parser("preview", help="PNG grid of MNIST originals beside their deformations",
+                                  allow_abbrev=False)
+    preview.add_argument("--source", default=None, type=_uri_argument(DATASET_SCHEMES),
                          help="image dataset URI (default: the ingested MNIST under the data root)")
     preview.add_argument("--out", default="elastic-preview.png", help="PNG path (default: %(default)s)")
     preview.add_argument("--rows", type=int, default=6, help="originals shown (default: %(default)s)")
@@ -179,12 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     verify = commands.add_parser(
         "verify", help="speaker verification: enroll from WAV files, verify another WAV against them",
+        allow_abbrev=False,
         description="Enroll a speaker from one or more WAV files (mono 16-bit PCM, 16 kHz, cut or padded to 1 s, "
                     "checked as ingestion checks clips) and score a test WAV against the enrolled model with a "
                     "trained verification system (embedding models, their cohorts and the fusion): each model's "
                     "S-norm score, the fused log-likelihood ratio and the decision at the Bayes threshold of "
-                    "--p-target (C_miss = C_fa = 1). `make bench-sv` saves a system under "
-                    "var/bench/speaker-verification/system.")
+                    "--p-target (C_miss = C_fa = 1). Each clip's first second is scored; a WAV file over 4 MiB, or "
+                    "anything but a regular file, is refused unread. The system is checked before it scores: every "
+                    "file against the sha256 its manifest recorded, finite fusion weights, and a directory only its "
+                    "owner can change; its models are weights rebuilt by Cloudburst's own code, so no file in it can "
+                    "run code. `make bench-sv` saves a system under var/bench/speaker-verification/system.")
     verify.add_argument("--system", required=True, help="directory of a saved verification system")
     verify.add_argument("--enroll", nargs="+", required=True, metavar="WAV",
                         help="enrollment clips of the claimed speaker (3 is what the system was measured with)")
@@ -198,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     from training.study.report import DEFAULT_GOAL, GOALS
 
     advise = commands.add_parser(
-        "advise", help="a scaling study's table and the configuration to run for a goal",
+        "advise", help="a scaling study's table and the configuration to run for a goal", allow_abbrev=False,
         description="Read a scaling study back from MLflow (the scaling_study DAG's parent run: its plan, every "
                     "configuration's nested run), judge it as the DAG did — speedup and efficiency against the "
                     "study's 1-worker baseline, the share of each strategy's own ceiling (communication off) — "
@@ -210,10 +223,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="what to optimise (default: %(default)s)")
     advise.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="cheapest_under_time_limit: the longest training time allowed")
-    advise.add_argument("--tracking-uri", default="",
+    advise.add_argument("--tracking-uri", default="", type=_uri_argument(TRACKING_SCHEMES),
                         help="MLflow store (default: $MLFLOW_TRACKING_URI or SQLite under ./var/mlflow)")
     advise.set_defaults(handler=_advise)
     return parser
+
+
+def _uri_argument(schemes: tuple[str, ...]) -> Callable[[str], str]:
+    """An argument checked as URI settings are: its scheme one of ``schemes``, its host and port well formed."""
+
+    def uri(value: str) -> str:
+        problem = uri_problem(value, schemes)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{shown(value)}: {problem}")
+        return value
+
+    return uri
 
 
 def _step_description(step: str) -> str:

@@ -11,17 +11,27 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from training import workloads
 from training.contract import REPO_ROOT
-from training.settings import OPTIMIZERS, SHARED_SETTINGS, STRATEGIES, RunSpecError, Setting
+from training.settings import (
+    OPTIMIZERS,
+    RUN_NAME_MAX_LENGTH,
+    SHARED_SETTINGS,
+    STRATEGIES,
+    RunSpecError,
+    Setting,
+    shown,
+    shown_names,
+)
 
-__all__ = ["REPO_ROOT", "OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings",
+__all__ = ["REPO_ROOT", "OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings", "json_values",
            "preset_values", "run_name_from", "setting", "shard_rows", "workload_defaults", "workload_settings"]
 
 
@@ -172,9 +182,9 @@ class _RunSpecMethods:
     def validate(self) -> RunSpec:
         """Check every value against its setting's bounds, then the workload's own rules; raise RunSpecError
         naming the first bad one."""
-        definition = workloads.definition(self.workload)
         for name, entry in SETTINGS.items():
             entry.check(getattr(self, name))
+        definition = workloads.definition(self.workload)
         if self.weight_average_decay and self.strategy != "horovod":
             raise RunSpecError(f"weight_average_decay={self.weight_average_decay!r}: only the horovod strategy "
                                f"keeps a weight average, not {self.strategy}")
@@ -223,14 +233,17 @@ class _RunSpecMethods:
 
     # Transport ------------------------------------------------------------------------------------------------
     @classmethod
-    def from_mapping(cls, values: dict[str, Any]) -> RunSpec:
-        """Build from DAG Params, parsed flags or JSON; unknown names and wrong types are errors, names left out
-        take the workload's defaults."""
-        unknown = sorted(set(values) - set(SETTINGS))
-        if unknown:
-            raise RunSpecError(f"unknown run setting(s): {', '.join(unknown)}")
-        converted = {name: SETTINGS[name].convert(value) for name, value in values.items()}
-        return cls(**converted)
+    def from_mapping(cls, values: Mapping[str, Any]) -> RunSpec:
+        """Build from parsed flags or other text values, each converted to its setting's type; unknown names and
+        values that do not convert are errors, names left out take the workload's defaults."""
+        _refuse_unknown(values)
+        return cls(**{name: SETTINGS[name].convert(value) for name, value in values.items()})
+
+    @classmethod
+    def from_json(cls, values: Mapping[str, Any]) -> RunSpec:
+        """Build from JSON values (DAG Params, a study's configuration, DEMO_CONF): as ``from_mapping``, but each
+        value must already have its setting's JSON type."""
+        return cls(**json_values(values))
 
     def with_changes(self, **changes: Any) -> RunSpec:
         return dataclasses.replace(self, **changes)
@@ -289,9 +302,9 @@ class _RunSpecMethods:
         for name in sorted(recorded.keys() | mine.keys()):
             before, now = recorded.get(name, defaults.get(name)), mine.get(name)
             if name not in mine and name not in defaults:
-                described.append(f"{name}: recorded {before!r}, not a setting of this version")
+                described.append(f"{name}: recorded {shown(before)}, not a setting of this version")
             elif before != now:
-                described.append(f"{name}: recorded {before!r}, now {now!r}")
+                described.append(f"{name}: recorded {shown(before)}, now {shown(now)}")
         return described
 
     def refuse_other_run(self, recorded: dict[str, Any] | None) -> None:
@@ -336,9 +349,10 @@ RunSpec.__doc__ = ("Everything that defines a training run. Every field is a set
 
 def preset_values(workload: str, preset: str) -> dict[str, Any]:
     """The settings a workload's preset sets (checked like any setting); an unknown preset is a RunSpecError."""
+    SETTINGS["workload"].check(workload)  # before it is looked up and quoted
     presets = workloads.definition(workload).presets
     if preset not in presets:
-        raise RunSpecError(f"preset={preset!r}: {workload} has " + (
+        raise RunSpecError(f"preset={shown(preset)}: {workload} has " + (
             f"the presets {', '.join(sorted(presets))}" if presets else "no presets"))
     return {name: SETTINGS[name].convert(value) for name, value in presets[preset].items()}
 
@@ -353,6 +367,28 @@ def shard_rows(manifest: dict[str, Any]) -> list[int] | None:
     return [shard["rows"] for shard in shards]
 
 
-def run_name_from(identifier: str) -> str:
-    """A valid run name from any identifier (e.g. an Airflow run id): other characters become '-'."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", identifier).strip("-") or "run"
+def json_values(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Run settings read from JSON, each of its setting's JSON type (no "3" for an integer), converted; unknown
+    names are errors. Bounds are checked by ``RunSpec.validate`` (or each setting's ``check``)."""
+    if not isinstance(values, Mapping):
+        raise RunSpecError(f"run settings must be a JSON object of settings, e.g. {{\"epochs\": 3}}, not "
+                           f"{shown(values)}")
+    _refuse_unknown(values)
+    return {name: SETTINGS[name].from_json(value) for name, value in values.items()}
+
+
+def _refuse_unknown(values: Mapping[str, Any]) -> None:
+    unknown = sorted(map(str, set(values) - set(SETTINGS)))
+    if unknown:
+        raise RunSpecError(f"unknown run setting(s): {shown_names(unknown)}")
+
+
+def run_name_from(identifier: str, max_length: int = RUN_NAME_MAX_LENGTH) -> str:
+    """A valid run name from any identifier (e.g. an Airflow run id): other characters become '-', a name must
+    start with a letter or digit, and one too long is cut and ends in a digest of the whole identifier instead, so
+    that the same identifier always gives the same name and two long ones that share a beginning do not."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", identifier).lstrip("_.-").rstrip("-") or "run"
+    if len(name) <= max_length:
+        return name
+    digest = hashlib.sha1(identifier.encode(errors="backslashreplace")).hexdigest()[:8]
+    return f"{name[:max_length - len(digest) - 1]}-{digest}"

@@ -9,9 +9,12 @@ environment imports it.
 
 from __future__ import annotations
 
+import math
 import re
+import reprlib
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import SplitResult, urlsplit
 
 from training.contract import FEATURE_KINDS
 
@@ -27,14 +30,90 @@ ADVANCED = "Advanced"
 STRATEGIES = ("horovod", "downpour", "averaging")
 OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
-RUN_NAME_PATTERN = r"[A-Za-z0-9_.-]+"
+# A run name is a directory on every file system and HDFS: a letter or digit first, so never ".", "..", a hidden
+# name (staging copies are ".<name>.tmp-…") or a flag ("-x").
+RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
+RUN_NAME_HELP = "may hold only letters, digits and _ . -, a letter or digit first (it names a directory)"
+# The longest names made from a run name stay within every limit with room to spare: the MLflow run
+# "system-averaging-64x64-<run name>" (23 + 100) within MLflow's 250, the staging directory
+# ".<run name>.tmp-12345678-retired" (22 + 100) within the 255 bytes of a file name on ext4 and HDFS.
+RUN_NAME_MAX_LENGTH = 100
+# Any other text setting: it travels as a command-line argument and an MLflow param (at most 6,000 characters).
+MAX_TEXT_LENGTH = 1000
+# 1 to 65535.
+PORT_PATTERN = r"(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3})"
 # A link rate the namespace cluster's tc can shape to, 1mbit to 100gbit (infra/cluster/netns.sh check_link).
 LINK_RATE_PATTERN = r"[1-9][0-9]{0,4}mbit|([1-9][0-9]?|100)gbit"
 _JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean"}
+_JSON_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null",
+               list: "a list", dict: "an object"}
+# Where datasets and runs live (training.storage): a path, file:// or hdfs://.
+DATASET_SCHEMES = ("", "file", "hdfs")
+# What MLflow's tracking_uri takes here: a path, file:, SQLite, an MLflow server, a database server.
+TRACKING_SCHEMES = ("", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql")
+# Schemes whose URIs must name a host: a NameNode, a web server.
+HOST_SCHEMES = ("hdfs", "http", "https")
+_HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|[0-9A-Fa-f:.]+")  # a name, an IPv4 or IPv6 address
+SHOWN_CHARACTERS = 60
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother = 2, SHOWN_CHARACTERS, SHOWN_CHARACTERS
 
 
 class RunSpecError(ValueError):
     """A run setting is invalid; the message names the setting and says why."""
+
+
+def shown(value: Any) -> str:
+    """A value as an error message quotes it: its repr, a long one cut to a short prefix that says how long it was
+    (a 10 MB value must not become a 10 MB log line), a deep one cut at its second level."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARACTERS:
+        return f"{value[:SHOWN_CHARACTERS]!r}… ({len(value):,} characters)"
+    try:
+        return _SHORT_REPR.repr(value)
+    except ValueError:  # an integer too long for Python to print
+        return f"<an integer of {value.bit_length():,} bits>"
+
+
+def shown_names(names: list[str], most: int = 5) -> str:
+    """Names for an error message (unknown settings, say): the first few, each cut short, and how many more."""
+    listed = ", ".join(name if len(name) <= SHOWN_CHARACTERS else shown(name) for name in names[:most])
+    return listed + (f" and {len(names) - most:,} more" if len(names) > most else "")
+
+
+def uri_problem(value: str, schemes: tuple[str, ...]) -> str | None:
+    """Why ``value`` is not a URI with one of ``schemes`` ("" stands for a plain path), or None when it is one:
+    the scheme, the host the scheme needs, the port's range, all checked before anything connects."""
+    if any(character.isspace() or not character.isprintable() for character in value):
+        return "must not contain spaces or control characters"
+    try:
+        parts = urlsplit(value)
+    except ValueError:  # e.g. an IPv6 host without its closing bracket
+        return "is not a valid URI"
+    scheme = parts.scheme.lower().partition("+")[0]  # postgresql+psycopg2: a driver for the scheme
+    if scheme not in schemes:
+        return f"{parts.scheme + '://' if parts.scheme else 'a plain path'} is not allowed: use " + ", ".join(
+            f"{name}://" if name else "a path" for name in schemes)
+    return _location_problem(parts, scheme) if scheme else None
+
+
+def _location_problem(parts: SplitResult, scheme: str) -> str | None:
+    """Why a URI's host, port or path cannot be what its scheme needs, or None."""
+    try:
+        port = parts.port
+    except ValueError:  # not a number, or above 65535
+        port = 0
+    if port == 0 or parts.netloc.endswith(":"):
+        return "its port must be a number from 1 to 65535"
+    if scheme in HOST_SCHEMES and not parts.hostname:
+        example = "namenode:8020/path" if scheme == "hdfs" else "server:5000"
+        return f"needs a host, e.g. {scheme}://{example}"
+    if parts.hostname and _HOST.fullmatch(parts.hostname) is None:
+        return f"the host {shown(parts.hostname)} is not a host name or an IP address"
+    if scheme == "file" and parts.hostname not in (None, "localhost"):
+        return "a file:// URI names a file of this machine: file:///path"
+    if scheme in ("file", "sqlite") and not parts.path:
+        return f"needs a path, e.g. {scheme}:///path"
+    return None
 
 
 @dataclass(frozen=True)
@@ -53,12 +132,19 @@ class Setting:
     choices: tuple[Any, ...] | None = None
     pattern: str | None = None  # a string setting must match it in full (an empty optional one is exempt)
     pattern_help: str = ""  # what the pattern means, for the error message
+    max_length: int | None = None  # a string setting's longest value (default MAX_TEXT_LENGTH)
+    uri_schemes: tuple[str, ...] = ()  # a string setting that is a URI: its allowed schemes ("" = a plain path)
     optional: bool = False  # a string setting that may be empty: the empty value means "automatic"
     on_form: bool = True  # the workload setting is fixed by each DAG, so it is not on the form
 
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
+
+    @property
+    def text_limit(self) -> int:
+        """The longest value a string setting takes."""
+        return self.max_length or MAX_TEXT_LENGTH
 
     # Values ---------------------------------------------------------------------------------------------------
     def convert(self, value: Any) -> Any:
@@ -82,12 +168,28 @@ class Setting:
                 return float(value)
             return "" if value is None else str(value)
         except (TypeError, ValueError, OverflowError):
-            raise RunSpecError(f"{self.name}={value!r}: expected {self.type.__name__}") from None
+            raise RunSpecError(f"{self.name}={shown(value)}: expected {self.type.__name__}") from None
+
+    def from_json(self, value: Any) -> Any:
+        """A value parsed from JSON → this setting's type, refusing another JSON type: JSON says what a value is,
+        so the text "3" is no integer (``convert`` turns command-line text into values)."""
+        if self.type is str and value is None and self.optional:
+            return ""  # the trigger form sends an empty optional text field as null
+        if self.type is float and isinstance(value, int) and not isinstance(value, bool):
+            return float(value)
+        if self.type is int and isinstance(value, float) and value.is_integer():
+            return int(value)
+        if type(value) is not self.type:
+            found = _JSON_NAMES.get(type(value), type(value).__name__)
+            raise RunSpecError(f"{self.name}={shown(value)}: expected {_JSON_NAMES[self.type]} in JSON, not {found}")
+        return value
 
     def check(self, value: Any) -> None:
         """Raise RunSpecError naming this setting when ``value`` is outside its bounds."""
         if self.choices is not None and value not in self.choices:
             self._reject(value, f"must be one of {', '.join(map(str, self.choices))}")
+        if self.type is float and not math.isfinite(value):
+            self._reject(value, "must be a finite number")
         if self.minimum is not None:
             if self.exclusive_minimum and not value > self.minimum:
                 self._reject(value, f"must be > {self.minimum:g}")
@@ -96,16 +198,24 @@ class Setting:
         if self.maximum is not None and not value <= self.maximum:
             self._reject(value, f"must be ≤ {self.maximum:g}")
         if self.type is str:
-            if value == "" and not self.optional:
-                self._reject(value, "must not be empty")
-            if value and self.pattern and re.fullmatch(self.pattern, value) is None:
-                self._reject(value, self.pattern_hint())
+            self._check_text(value)
+
+    def _check_text(self, value: str) -> None:
+        if value == "" and not self.optional:
+            self._reject(value, "must not be empty")
+        if len(value) > self.text_limit:
+            self._reject(value, f"must be at most {self.text_limit} characters")
+        if value and self.pattern and re.fullmatch(self.pattern, value) is None:
+            self._reject(value, self.pattern_hint())
+        problem = uri_problem(value, self.uri_schemes) if value and self.uri_schemes else None
+        if problem:
+            self._reject(value, problem)
 
     def pattern_hint(self) -> str:
         return self.pattern_help or f"must match {self.pattern}"
 
     def _reject(self, value: Any, why: str) -> None:
-        raise RunSpecError(f"{self.name}={value!r}: {why}")
+        raise RunSpecError(f"{self.name}={shown(value)}: {why}")
 
     def format(self, value: Any) -> str:
         """The text form of a value: command-line arguments and MLflow params."""
@@ -127,8 +237,10 @@ class Setting:
             schema["exclusiveMinimum" if self.exclusive_minimum else "minimum"] = self.minimum
         if self.maximum is not None:
             schema["maximum"] = self.maximum
-        if self.pattern and not self.optional:
-            schema["pattern"] = f"^(?:{self.pattern})$"  # grouped: a top-level | must not escape the anchors
+        if self.type is str:
+            schema["maxLength"] = self.text_limit
+        if self.pattern:  # grouped: a top-level | must not escape the anchors; an optional one may be empty
+            schema["pattern"] = f"^(?:{self.pattern})?$" if self.optional else f"^(?:{self.pattern})$"
         return schema
 
 
@@ -139,10 +251,11 @@ def _positive(name: str, type_: type, default: Any, title: str, description: str
 
 SHARED_SETTINGS: tuple[Setting, ...] = (
     Setting("workload", str, "mnist_elastic_cnn", "Workload", "What to train; each DAG fixes its own.",
-            on_form=False),
+            max_length=64, on_form=False),
     Setting("data_source", str, "", "Data source",
             "Where the raw data comes from; empty: the workload's offline default (the vendored MNIST, a "
-            "synthetic speech corpus). See each workload's form for what it accepts.", DATA, optional=True),
+            "synthetic speech corpus). See each workload's form for what it accepts.", DATA, optional=True,
+            uri_schemes=("", "hdfs", "http", "https")),
     Setting("augment_copies", int, 1, "Augmentation copies k",
             "Augmented copies per training example, originals kept; evaluation data is never augmented. MNIST: "
             "elastic deformations; keyword spotting: random time shift (±100 ms) and background noise at a random "
@@ -247,13 +360,14 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             minimum=0, maximum=1024),
     Setting("existing_shards", str, "", "Existing shards (optional)",
             "URI of shards made earlier to train on instead of sharding for this run; needs at least one shard "
-            "per worker.", ADVANCED, optional=True),
+            "per worker.", ADVANCED, optional=True, uri_schemes=DATASET_SCHEMES),
     Setting("spark_master", str, "", "Spark master (optional)",
             "Where the Spark steps run: local[*] or local[N] (this machine), yarn (the Hadoop cluster of "
             "$HADOOP_CONF_DIR; one executor per node), spark://host:port (standalone). Empty: the Airflow "
             "spark_default connection's master in a DAG run; on the command line spark-submit's, else "
             "$CLOUDBURST_SPARK_MASTER, else local[*].", CLUSTER, optional=True,
-            pattern=r"local(\[(\*|[1-9][0-9]*)\])?|yarn|spark://[A-Za-z0-9.-]+:[0-9]+(,[A-Za-z0-9.-]+:[0-9]+)*",
+            pattern=rf"local(\[(\*|[1-9][0-9]{{0,3}})\])?|yarn|spark://[A-Za-z0-9.-]+:{PORT_PATTERN}"
+                    rf"(,[A-Za-z0-9.-]+:{PORT_PATTERN})*",
             pattern_help="must be local, local[*], local[N], yarn or spark://host:port"),
     Setting("link_rate", str, "", "Link rate (namespace cluster only, optional)",
             "Before training, re-shape every host link of the namespace cluster (make cluster-up) to this rate, "
@@ -263,16 +377,17 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "or 10gbit (a whole number, then mbit or gbit)"),
     Setting("data_root", str, "", "Data root (optional)",
             "Where datasets and runs live: a path, file:// or hdfs:// URI. Empty: $CLOUDBURST_DATA_ROOT or "
-            "./var/datasets.", ADVANCED, optional=True),
+            "./var/datasets.", ADVANCED, optional=True, uri_schemes=DATASET_SCHEMES),
     Setting("tracking_uri", str, "", "MLflow tracking URI (optional)",
-            "Empty: $MLFLOW_TRACKING_URI or SQLite under ./var/mlflow.", ADVANCED, optional=True),
+            "Empty: $MLFLOW_TRACKING_URI or SQLite under ./var/mlflow.", ADVANCED, optional=True,
+            uri_schemes=TRACKING_SCHEMES),
     Setting("run_name", str, "manual", "Run name (optional)",
             "Names the run's directory (checkpoints, model) and its MLflow run. Empty on the form: derived from "
-            "the DAG run id, so a retried task resumes the same run. Letters, digits and _ . - only (it names a "
-            "directory, also on HDFS).", ADVANCED, pattern=RUN_NAME_PATTERN,
-            pattern_help="may hold only letters, digits and _ . - (it names a directory, also on HDFS)"),
+            f"the DAG run id, so a retried task resumes the same run. Up to {RUN_NAME_MAX_LENGTH} letters, digits "
+            "and _ . -, a letter or digit first (it names a directory, also on HDFS).", ADVANCED,
+            pattern=RUN_NAME_PATTERN, pattern_help=RUN_NAME_HELP, max_length=RUN_NAME_MAX_LENGTH),
 )
 
 # Workload packages use these for their own settings.
-__all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD", "TRAINING",
-           "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting"]
+__all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD",
+           "TRAINING", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting", "shown"]

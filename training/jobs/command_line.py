@@ -29,7 +29,9 @@ def add_job_arguments(parser: argparse.ArgumentParser, spark: bool) -> None:
 
 
 def job_parser(description: str, spark: bool) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # allow_abbrev=False: a prefix must never pass for a flag (--workers for --workers-per-node)
+    parser = argparse.ArgumentParser(description=description, allow_abbrev=False,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_job_arguments(parser, spark)
     return parser
 

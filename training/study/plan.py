@@ -6,13 +6,24 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from training import workloads
-from training.config import RunSpec, workload_defaults
-from training.settings import LINK_RATE_PATTERN, RUN_NAME_PATTERN, STRATEGIES, RunSpecError, Setting
+from training.config import RunSpec, json_values, setting, workload_defaults
+from training.settings import (
+    LINK_RATE_PATTERN,
+    RUN_NAME_HELP,
+    RUN_NAME_MAX_LENGTH,
+    RUN_NAME_PATTERN,
+    STRATEGIES,
+    RunSpecError,
+    Setting,
+    shown,
+    shown_names,
+)
+from training.strict_json import loads_object
 
 GRID = "Grid"
 STUDY = "Study"
@@ -29,6 +40,47 @@ BASELINE_STRATEGY = "horovod"
 _INTEGER_LIST = r"[0-9]+(,[0-9]+)*"
 _LINK_RATE_LIST = rf"({LINK_RATE_PATTERN})(,({LINK_RATE_PATTERN}))*"
 _STRATEGY_LIST = rf"({'|'.join(STRATEGIES)})(,({'|'.join(STRATEGIES)}))*"
+WIDEST_LINK_RATE = "99999mbit"  # the longest rate LINK_RATE_PATTERN takes
+MAX_REPETITIONS = 9
+MAX_VARIANTS = 8
+# Airflow maps a task over at most this many items ([core] max_map_length, default 1024): a study's train and
+# evaluate tasks map over its runs, so a plan with more is refused before anything runs.
+MAX_MAPPED_RUNS = 1024
+# The settings every configuration of the default study shares (`make study`: full MNIST, one elastic copy, 4 epochs,
+# six runs; about 24 min estimated); the DAG's run_settings Param starts from them.
+DEFAULT_RUN_SETTINGS = {"epochs": 4}
+
+
+def run_label(strategy: str, nodes: int, per_node: int, threads: int, n_push: int, variant: int, variants: int,
+              link: str, links: int) -> str:
+    """A run's label: its strategy and shape, with n_push (downpour), its variant and its link rate when the study
+    has several."""
+    suffix = (f"-p{n_push}" if strategy == "downpour" else "") + (f"-v{variant}" if variants > 1 else "") + (
+        f"-{link}" if links > 1 else "")
+    return f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}"
+
+
+def ceiling_label(strategy: str, nodes: int, per_node: int, threads: int) -> str:
+    return f"ceiling-{strategy}-{nodes}x{per_node}-t{threads}"
+
+
+def configuration_run_name(study: str, label: str, repetition: int) -> str:
+    return f"{study}-{label}-r{repetition}"
+
+
+def _longest_run_name_suffix() -> int:
+    """How many characters a configuration's run name adds to its study's name at most: every grid value at the
+    widest its run setting allows (the grid's values are checked against those bounds before names are made)."""
+    nodes, per_node, threads, n_push = (int(setting(name).maximum)
+                                        for name in ("nodes", "workers_per_node", "threads_per_worker", "n_push"))
+    labels = [ceiling_label(strategy, nodes, per_node, threads) for strategy in STRATEGIES]
+    labels += [run_label(strategy, nodes, per_node, threads, n_push, MAX_VARIANTS - 1, MAX_VARIANTS,
+                         WIDEST_LINK_RATE, 2) for strategy in STRATEGIES]
+    return max(len(configuration_run_name("", label, MAX_REPETITIONS)) for label in labels)
+
+
+# A study's name prefixes every configuration's run name, which must stay within the run-name cap.
+STUDY_NAME_MAX_LENGTH = RUN_NAME_MAX_LENGTH - _longest_run_name_suffix()
 
 STUDY_SETTINGS: tuple[Setting, ...] = (
     Setting("workload", str, "mnist_elastic_cnn", "Workload", "What every configuration trains.", STUDY,
@@ -57,14 +109,15 @@ STUDY_SETTINGS: tuple[Setting, ...] = (
     Setting("repetitions", int, 2, "Repetitions",
             "Runs per configuration; the study reports their median, and their spread is the noise a run may "
             "exceed its ceiling by (1 repetition: the ceiling check is not judged).", GRID,
-            minimum=1, maximum=9),
+            minimum=1, maximum=MAX_REPETITIONS),
     Setting("budget_minutes", float, 45.0, "Budget (minutes)",
             "The study refuses to start when its estimated duration exceeds this, and says the estimate.", STUDY,
             minimum=0, exclusive_minimum=True, maximum=7 * 24 * 60),
     Setting("study_name", str, "", "Study name (optional)",
-            "Names the MLflow parent run and prefixes every configuration's run name. Empty: from the DAG run id.",
-            STUDY, optional=True, pattern=RUN_NAME_PATTERN,
-            pattern_help="may hold only letters, digits and _ . - (it names run directories)"),
+            f"Names the MLflow parent run and prefixes every configuration's run name: up to {STUDY_NAME_MAX_LENGTH} "
+            "letters, digits and _ . -, a letter or digit first. Empty: from the DAG run id.",
+            STUDY, optional=True, pattern=RUN_NAME_PATTERN, pattern_help=RUN_NAME_HELP,
+            max_length=STUDY_NAME_MAX_LENGTH),
 )
 _STUDY = {entry.name: entry for entry in STUDY_SETTINGS}
 
@@ -77,7 +130,6 @@ SECONDS_PER_EXAMPLE_ONE_CORE = {"mnist_elastic_cnn": 0.0004, "kws_densenet_bilst
 FULL_TRAINING_EXAMPLES = {"mnist_elastic_cnn": 60_000, "kws_densenet_bilstm": 30_000, "speaker_verification": 30_000}
 PREPARATION_SECONDS = 120.0  # ingest + augment once
 CORES = 2
-MAX_VARIANTS = 8
 
 
 @dataclass(frozen=True)
@@ -122,31 +174,60 @@ class StudyPlan:
 
 
 def parse_list(name: str, text: str) -> tuple[Any, ...]:
-    """A grid setting's comma-separated text → its distinct values in order (strategy names or positive ints)."""
+    """A grid setting's comma-separated text → its distinct values in order (strategy names, link rates, or whole
+    numbers within the bounds of the run setting of the same name)."""
     _STUDY[name].check(text)
     items = [item.strip() for item in text.split(",") if item.strip()]
     values: list[Any] = []
     for item in items:
         value: Any = item if name in ("strategies", "link_rates") else int(item)
-        if name in ("nodes", "workers_per_node", "n_push") and value < 1:
-            raise RunSpecError(f"{name}={text!r}: every value must be ≥ 1")
+        if not isinstance(value, str):
+            _check_grid_value(name, text, value)
         if value not in values:
             values.append(value)
     return tuple(values)
 
 
+def _check_grid_value(name: str, text: str, value: int) -> None:
+    bounds = setting(name)
+    if value < bounds.minimum:
+        raise RunSpecError(f"{name}={shown(text)}: every value must be ≥ {bounds.minimum:g}")
+    if value > bounds.maximum:
+        raise RunSpecError(f"{name}={shown(text)}: every value must be ≤ {bounds.maximum:g}")
+
+
+def study_conf(text: str) -> dict[str, Any]:
+    """A study's settings given as JSON text (STUDY_CONF): one object, read strictly (no key twice, bounded)."""
+    return loads_object(text, "STUDY_CONF")
+
+
 def study_values(values: dict[str, Any]) -> dict[str, Any]:
-    """The study settings from Params or JSON (None or missing → default), converted and checked."""
-    unknown = sorted(set(values) - set(_STUDY) - {"run_settings", "variants"})
+    """The study settings from Params or JSON (None or missing → default), each of its JSON type, and checked."""
+    unknown = sorted(map(str, set(values) - set(_STUDY) - {"run_settings", "variants"}))
     if unknown:
-        raise RunSpecError(f"unknown study setting(s) {', '.join(unknown)}; known: {', '.join(_STUDY)}, "
+        raise RunSpecError(f"unknown study setting(s) {shown_names(unknown)}; known: {', '.join(_STUDY)}, "
                            "run_settings, variants")
     checked: dict[str, Any] = {}
     for name, entry in _STUDY.items():
         value = values.get(name)
-        checked[name] = entry.default if value is None else entry.convert(value)
+        checked[name] = entry.default if value is None else entry.from_json(value)
         entry.check(checked[name])
     return checked
+
+
+def run_settings_of(values: dict[str, Any]) -> dict[str, Any]:
+    """The study's run_settings: a JSON object of run settings (each of its JSON type), none of the grid's."""
+    run_settings = values.get("run_settings")
+    if run_settings is None:
+        return {}
+    if not isinstance(run_settings, dict):
+        raise RunSpecError(f"run_settings={shown(run_settings)}: must be a JSON object of run settings, e.g. "
+                           '{"epochs": 3}')
+    owned = sorted(set(run_settings) & set(GRID_OWNED))
+    if owned:
+        raise RunSpecError(f"run_settings sets {', '.join(owned)}: the grid decides these; use the study's own "
+                           "settings (strategies, nodes, workers_per_node, threads_per_worker, n_push)")
+    return json_values(run_settings)
 
 
 def plan_study(values: dict[str, Any], study_name: str = "study") -> StudyPlan:
@@ -155,25 +236,26 @@ def plan_study(values: dict[str, Any], study_name: str = "study") -> StudyPlan:
     checked = study_values(values)
     workload = checked["workload"]
     name = checked["study_name"] or study_name
-    if re.fullmatch(RUN_NAME_PATTERN, name) is None:
-        raise RunSpecError(f"study_name={name!r}: may hold only letters, digits and _ . -")
+    _STUDY["study_name"].check(name)  # a name from the DAG run id too
     if workloads.definition(workload).branches:
         raise RunSpecError(f"workload={workload!r}: its branches train several models per run, which a study "
                            f"cannot compare one configuration at a time; its own DAG trains them")
-    run_settings = dict(values.get("run_settings") or {})
-    owned = sorted(set(run_settings) & set(GRID_OWNED))
-    if owned:
-        raise RunSpecError(f"run_settings sets {', '.join(owned)}: the grid decides these; use the study's own "
-                           "settings (strategies, nodes, workers_per_node, threads_per_worker, n_push)")
-    base = RunSpec.from_mapping({**run_settings, "workload": workload, "run_name": name}).validate().to_mapping()
+    run_settings = run_settings_of(values)
+    base = RunSpec(**{**run_settings, "workload": workload, "run_name": name}).validate().to_mapping()
     grid = {key: parse_list(key, checked[key])
             for key in ("strategies", "nodes", "workers_per_node", "threads_per_worker", "n_push", "link_rates")}
     if grid["link_rates"] and base["spark_master"] != "yarn":
         raise RunSpecError(f"link_rates={checked['link_rates']!r} shape the namespace cluster's links: set "
                            '"spark_master": "yarn" in run_settings and bring the cluster up (make cluster-up)')
-    configurations = expand(name, base, grid, checked["repetitions"], parse_variants(values.get("variants")))
+    variants = parse_variants(values.get("variants"))
+    # taken lazily, one past the limit: a grid of millions is refused without being built
+    configurations = list(itertools.islice(expand(name, base, grid, checked["repetitions"], variants),
+                                           MAX_MAPPED_RUNS + 1))
+    if len(configurations) > MAX_MAPPED_RUNS:
+        raise RunSpecError(f"the study has more than {MAX_MAPPED_RUNS:,} runs, the most Airflow maps one task over "
+                           "(its max_map_length): shrink the grid, the variants or the repetitions")
     for configuration in configurations:
-        RunSpec.from_mapping(configuration.settings).validate()
+        RunSpec.from_json(configuration.settings).validate()
     estimate = estimate_minutes(workload, base, configurations)
     if estimate > checked["budget_minutes"]:
         raise RunSpecError(f"the study's {len(configurations)} runs are estimated at {estimate:.0f} min, over its "
@@ -189,15 +271,15 @@ def parse_variants(variants: Any) -> list[dict[str, Any]]:
     if variants in (None, [], {}):
         return [{}]
     if not isinstance(variants, list) or not all(isinstance(v, dict) for v in variants):
-        raise RunSpecError(f"variants={variants!r}: must be a list of objects of run settings, e.g. "
+        raise RunSpecError(f"variants={shown(variants)}: must be a list of objects of run settings, e.g. "
                            '[{}, {"server_optimizer": "adam", "server_learning_rate": 0.001}]')
     if len(variants) > MAX_VARIANTS:
-        raise RunSpecError(f"variants: {len(variants)} given, at most {MAX_VARIANTS}")
+        raise RunSpecError(f"variants: {len(variants):,} given, at most {MAX_VARIANTS}")
     for variant in variants:
         owned = sorted(set(variant) & set(GRID_OWNED))
         if owned:
             raise RunSpecError(f"a variant sets {', '.join(owned)}: the grid decides these")
-    return [dict(variant) for variant in variants]
+    return [json_values(variant) for variant in variants]
 
 
 def variant_text(variant: dict[str, Any]) -> str:
@@ -205,46 +287,47 @@ def variant_text(variant: dict[str, Any]) -> str:
 
 
 def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], repetitions: int,
-           variants: list[dict[str, Any]] | None = None) -> list[Configuration]:
-    """Every repetition: the baseline (1 node × 1 worker, all cores, Horovod — one rank with nobody to all-reduce
-    with is plain Keras ``fit``, what a user would run instead — whatever strategies the study compares); a ceiling
-    (communication off) per strategy and shape with more than one worker; every strategy × shape × n_push
-    (downpour only) × variant × link rate but the one the baseline already is. Baseline and ceilings take no
-    variant and run at the first link rate (they send nothing): they are the study's fixed yardsticks. The
-    ceilings repeat too: a bound measured once on a noisy machine is too low as often as not."""
+           variants: list[dict[str, Any]] | None = None) -> Iterator[Configuration]:
+    """The study's configurations, one at a time. Every repetition: the baseline (1 node × 1 worker, all cores,
+    Horovod — one rank with nobody to all-reduce with is plain Keras ``fit``, what a user would run instead —
+    whatever strategies the study compares); a ceiling (communication off) per strategy and shape with more than
+    one worker; every strategy × shape × n_push (downpour only) × variant × link rate but the one the baseline
+    already is. Baseline and ceilings take no variant and run at the first link rate (they send nothing): they are
+    the study's fixed yardsticks. The ceilings repeat too: a bound measured once on a noisy machine is too low as
+    often as not."""
     variants = variants or [{}]
     links = grid.get("link_rates") or ("",)  # "": the links stay as they are
-    shapes = [(nodes, per_node, threads) for nodes in grid["nodes"] for per_node in grid["workers_per_node"]
-              for threads in grid["threads_per_worker"]]
-    configurations: list[Configuration] = []
 
-    def add(role: str, label: str, repetition: int, variant: dict[str, Any] | None = None, **settings: Any) -> None:
-        run_settings = {**base, **(variant or {}), **settings, "run_name": f"{name}-{label}-r{repetition}",
-                        "existing_shards": ""}
-        configurations.append(Configuration(role, label, repetition, run_settings, variant_text(variant or {})))
+    def shapes() -> Iterator[tuple[int, int, int]]:
+        return itertools.product(grid["nodes"], grid["workers_per_node"], grid["threads_per_worker"])
+
+    def configuration(role: str, label: str, repetition: int, variant: dict[str, Any] | None = None,
+                      **settings: Any) -> Configuration:
+        run_settings = {**base, **(variant or {}), **settings,
+                        "run_name": configuration_run_name(name, label, repetition), "existing_shards": ""}
+        return Configuration(role, label, repetition, run_settings, variant_text(variant or {}))
 
     for repetition in range(1, repetitions + 1):
-        add(BASELINE, "baseline-1x1", repetition, strategy=BASELINE_STRATEGY, nodes=1, workers_per_node=1,
-            threads_per_worker=0, communication=True, link_rate=links[0])
+        yield configuration(BASELINE, "baseline-1x1", repetition, strategy=BASELINE_STRATEGY, nodes=1,
+                            workers_per_node=1, threads_per_worker=0, communication=True, link_rate=links[0])
         for strategy in grid["strategies"]:
-            for nodes, per_node, threads in shapes:
+            for nodes, per_node, threads in shapes():
                 if nodes * per_node > 1:
-                    add(CEILING, f"ceiling-{strategy}-{nodes}x{per_node}-t{threads}", repetition, strategy=strategy,
-                        nodes=nodes, workers_per_node=per_node, threads_per_worker=threads, communication=False,
-                        link_rate=links[0])
+                    yield configuration(CEILING, ceiling_label(strategy, nodes, per_node, threads), repetition,
+                                        strategy=strategy, nodes=nodes, workers_per_node=per_node,
+                                        threads_per_worker=threads, communication=False, link_rate=links[0])
         for strategy in grid["strategies"]:
             pushes = grid["n_push"] if strategy == "downpour" else (base["n_push"],)
-            for nodes, per_node, threads in shapes:
+            for nodes, per_node, threads in shapes():
                 for n_push, (index, variant), link in itertools.product(pushes, enumerate(variants), links):
                     if (strategy, nodes * per_node, threads, n_push, variant) == (
                             BASELINE_STRATEGY, 1, 0, base["n_push"], {}):
                         continue  # the baseline is this run (one rank sends nothing, whatever the link)
-                    suffix = (f"-p{n_push}" if strategy == "downpour" else "") + (
-                        f"-v{index}" if len(variants) > 1 else "") + (f"-{link}" if len(links) > 1 else "")
-                    add(RUN, f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}", repetition, variant,
-                        strategy=strategy, nodes=nodes, workers_per_node=per_node, threads_per_worker=threads,
-                        n_push=n_push, communication=True, link_rate=link)
-    return configurations
+                    label = run_label(strategy, nodes, per_node, threads, n_push, index, len(variants), link,
+                                      len(links))
+                    yield configuration(RUN, label, repetition, variant, strategy=strategy, nodes=nodes,
+                                        workers_per_node=per_node, threads_per_worker=threads, n_push=n_push,
+                                        communication=True, link_rate=link)
 
 
 def training_examples(workload: str, base: dict[str, Any]) -> int:

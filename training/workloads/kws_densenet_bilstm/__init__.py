@@ -22,7 +22,7 @@ from training.contract import (
     SPEECH_UNKNOWN_PERCENTAGE,
     TRAIN,
 )
-from training.settings import AUGMENTATION, DATA, RunSpecError, Setting
+from training.settings import AUGMENTATION, DATA, RunSpecError, Setting, shown
 from training.workloads.base import WorkloadDefinition
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def check_source(spec: RunSpec) -> None:
     if source == SYNTHETIC_SOURCE or source.startswith(("http://", "https://", "hdfs://")) or Path(source).is_dir():
         return
     if not (Path(source).is_file() and source.endswith(ARCHIVE_SUFFIXES)):
-        raise RunSpecError(f"data_source={source!r}: not 'synthetic', a directory, an existing .tar.gz, an "
+        raise RunSpecError(f"data_source={shown(source)}: not 'synthetic', a directory, an existing .tar.gz, an "
                            "http(s) URL or an hdfs:// directory or archive")
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from training.contract import AUGMENT, EVALUATE, INGEST, REPO_ROOT, SHARD, TRAIN
-from training.settings import AUGMENTATION, DATA, TRAINING, RunSpecError, Setting
+from training.settings import AUGMENTATION, DATA, TRAINING, RunSpecError, Setting, shown
 from training.workloads.base import WorkloadDefinition
 
 if TYPE_CHECKING:
@@ -21,11 +21,15 @@ NAME = "mnist_elastic_cnn"
 VENDORED_MNIST = REPO_ROOT / "data" / "mnist"
 DEFAULT_ALPHA = 34.0  # Simard et al. 2003
 DEFAULT_SIGMA = 4.0
+# The limits name the dataset (raw-train<N>-test<M>): bounded, so that name is too.
+MAX_IMAGE_LIMIT = 10_000_000
 
 SETTINGS = (
     Setting("train_limit", int, 0, "Training images (0 = all)",
-            "Keep only the first N training images: quick runs and tests. 0 uses all 60,000.", DATA, minimum=0),
-    Setting("test_limit", int, 0, "Test images (0 = all)", "Keep only the first N test images.", DATA, minimum=0),
+            "Keep only the first N training images: quick runs and tests. 0 uses all 60,000.", DATA, minimum=0,
+            maximum=MAX_IMAGE_LIMIT),
+    Setting("test_limit", int, 0, "Test images (0 = all)", "Keep only the first N test images.", DATA, minimum=0,
+            maximum=MAX_IMAGE_LIMIT),
     Setting("alpha", float, DEFAULT_ALPHA, "α (displacement scale, pixels)",
             "Scale of the smoothed random displacement field (Simard et al. 2003 use 34).", AUGMENTATION,
             minimum=0, maximum=1000),
@@ -99,12 +103,12 @@ def check_source(spec: RunSpec) -> None:
     source = spec.resolved_data_source()
     if source.startswith("hdfs://"):  # a landing zone: whether the files are there yet is the sensor's to wait for
         if not urlparse(source).hostname:
-            raise RunSpecError(f"data_source={source!r}: an hdfs URI needs a namenode host, e.g. "
+            raise RunSpecError(f"data_source={shown(source)}: an hdfs URI needs a namenode host, e.g. "
                                "hdfs://namenode:8020/landing/mnist")
         return
     if not source.startswith(("http://", "https://")) and not Path(source).is_dir():
-        raise RunSpecError(f"data_source={source!r}: no such directory (give a directory, an hdfs:// directory or "
-                           "an http(s) URL)")
+        raise RunSpecError(f"data_source={shown(source)}: no such directory (give a directory, an hdfs:// "
+                           "directory or an http(s) URL)")
 
 
 DEFINITION = WorkloadDefinition(

@@ -16,7 +16,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from training.contract import EVALUATE, FEATURES, FUSE, INGEST, SCORE, SHARD, TRAIN
-from training.settings import DATA, TRAINING, RunSpecError, Setting
+from training.settings import DATA, DATASET_SCHEMES, TRAINING, RunSpecError, Setting
 from training.workloads import kws_densenet_bilstm as keyword_spotting
 from training.workloads.base import WorkloadDefinition
 
@@ -57,7 +57,7 @@ SETTINGS = (
             "make bench-sv measured transfer worse than scratch on the synthetic corpus). Two stages follow the "
             "spotter: the head alone with the trunk frozen (transfer_head_epochs), then the upper blocks too at a "
             "quarter of the learning rate.", TRAINING, optional=True,
-            pattern=r"auto|[0-9a-f]{32}|(file://|hdfs://|/)[^\s]+",
+            pattern=r"auto|[0-9a-f]{32}|(file://|hdfs://|/)[^\s]+", uri_schemes=DATASET_SCHEMES,
             pattern_help="must be 'auto', an MLflow run id (32 hexadecimal digits) or a run directory (an "
                          "absolute path, file:// or hdfs:// URI)"),
     Setting("transfer_head_epochs", int, 2, "Transfer: head-only epochs",
