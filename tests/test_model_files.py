@@ -224,16 +224,25 @@ def test_an_array_header_that_claims_more_than_the_file_holds_is_refused_before_
         model_files.load_model(str(target))
 
 
-@pytest.mark.parametrize("architecture", [
-    {"builder": "os:system", "arguments": {}},
-    {"builder": "eval", "arguments": {"source": "1"}},
-    {"builder": "simard_cnn", "arguments": {"command": "touch /tmp/x"}},
-    {"builder": "simard_cnn", "arguments": {}, "part": "os:system"},
-    {"builder": "simard_cnn", "arguments": {"dense_units": {"__class__": "x"}}},
-    {"builder": "simard_cnn", "arguments": {}, "module": "os"},
-    "simard_cnn",
+CNN = "training.models.cnn:simard_cnn"
+
+
+@pytest.mark.parametrize(("architecture", "reason"), [
+    ({"builder": "os:system", "arguments": {}}, "not in training.models or a registered workload's package"),
+    ({"builder": "builtins:eval", "arguments": {"source": "1"}}, "not in training.models"),
+    ({"builder": "training.models.optimizers:make_optimizer", "arguments": {}}, "not a function marked"),
+    ({"builder": "training.models.cnn:tf", "arguments": {}}, "not a function marked"),
+    ({"builder": "training.modelsx:simard_cnn", "arguments": {}}, "not in training.models"),
+    ({"builder": "training.models.no_such_module:f", "arguments": {}}, "not a function marked"),
+    ({"builder": CNN, "arguments": {"command": "touch /tmp/x"}}, "cannot be built from the recorded arguments"),
+    ({"builder": CNN, "arguments": {}, "part": "os:system"}, "not in training.models"),
+    ({"builder": CNN, "arguments": {}, "part": CNN}, "not a function marked as a model part"),
+    ({"builder": CNN, "arguments": {"dense_units": {"__class__": "x"}}}, "cannot be recorded"),
+    ({"builder": CNN, "arguments": {}, "module": "os"}, "holds 'builder', 'arguments'"),
+    ("simard_cnn", "holds 'builder', 'arguments'"),
 ])
-def test_an_architecture_record_names_only_the_projects_own_builders(published, tmp_path, architecture):
+def test_an_architecture_record_names_only_marked_builders_of_installed_code(published, tmp_path, architecture,
+                                                                            reason):
     root, _ = published
     target = copy_model(root, "first", tmp_path / "model")
     manifest = json.loads((target / storage.MANIFEST_NAME).read_text())
@@ -241,14 +250,14 @@ def test_an_architecture_record_names_only_the_projects_own_builders(published, 
     (target / storage.MANIFEST_NAME).write_text(json.dumps(manifest))
     with pytest.raises(ModelFileError) as refusal:
         model_files.load_model(str(target))
-    assert len(str(refusal.value).splitlines()) == 1
+    assert reason in str(refusal.value) and len(str(refusal.value).splitlines()) == 1
 
 
 def test_a_model_built_outside_the_builders_cannot_be_saved(tmp_path):
     from training.models.architecture import ArchitectureError
 
     inputs = tf.keras.Input((4,))
-    with pytest.raises(ArchitectureError, match="not built by a builder"):
+    with pytest.raises(ArchitectureError, match="not built by a builder marked with"):
         model_files.save_model(str(tmp_path / "model"), tf.keras.Model(inputs, tf.keras.layers.Dense(2)(inputs)))
     assert not (tmp_path / "model").exists()  # nothing half-published
 
@@ -321,3 +330,18 @@ def test_no_module_loads_a_model_but_the_one_loader():
                     and "pickle.loads(pickle.dumps(" not in line:  # a worker's own exception, checked before sending
                 offenders.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
     assert offenders == []
+
+
+@pytest.mark.parametrize("key", ["architecture", "files", "model_format", "kind", "data_version"])
+def test_any_model_manifest_entry_of_any_wrong_type_is_refused_in_one_line(published, tmp_path, key):
+    root, _ = published
+    target = copy_model(root, "first", tmp_path / "model")
+    original = (target / storage.MANIFEST_NAME).read_text()
+    for value in [None, True, -1, float("nan"), "x" * 300, [], {}, [None], {"a": 1}, "../../etc/passwd"]:
+        manifest = json.loads(original)
+        manifest[key] = value
+        (target / storage.MANIFEST_NAME).write_text(json.dumps(manifest))
+        record = {"result": {"model_uri": str(target)}, "model_version": json.loads(original)["data_version"]}
+        with pytest.raises(storage.DatasetError) as refusal:
+            model_files.load_run_model(record)
+        assert len(str(refusal.value).splitlines()) == 1 and str(target) in str(refusal.value), (value, refusal.value)

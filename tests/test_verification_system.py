@@ -224,7 +224,7 @@ def _truncate(path: Path, keep: int) -> None:
     (lambda root: root.chmod(0o777), "writable by every user"),
     (lambda root: (root / "cohort-b.npy").chmod(0o666), "writable by every user"),
     (lambda root: edit_manifest(root, lambda m: m["embedders"]["b"]["architecture"].update(builder="os:system")),
-     "builder 'os:system' is not one of"),
+     "'os:system' is not in training.models"),
 ])
 def test_a_damaged_or_inconsistent_system_is_refused_in_one_line(system_dir, clips, caplog, tmp_path, damage,
                                                                    reason):
@@ -294,3 +294,41 @@ def test_a_non_finite_score_is_refused_rather_than_printed_as_invalid_json(syste
                                 fusion=scoring.LinearFusion((float("inf"),), 0.0, 0.5), names=system.names)
     with pytest.raises(ValueError, match="no finite score"):
         verify(broken, [read_clip(path) for path in clips["enroll"]], read_clip(clips["other"]))
+
+
+HOSTILE_VALUES = [None, True, -1, 1e308, float("nan"), "x" * 300, [], {}, [None], {"a": 1}, "../../etc/passwd"]
+VALID_AMONG_THEM = {"cohort_top": (None,), "thresholds": (None, [], {}, {"a": 1}), "offset": (-1, 1e308)}
+
+
+@pytest.mark.parametrize("key", ["models", "features", "embedders", "fusion", "cohort_top", "thresholds", "files",
+                                 "system_format", "kind"])
+def test_any_manifest_entry_of_any_wrong_type_is_refused_as_a_system_error(system_dir, tmp_path, key):
+    """The class behind the issue's cases: whatever a manifest entry holds, loading ends in one line naming the
+    system — never another exception, never a system that decides."""
+    from training import storage as storage_module
+
+    root = copy_system(system_dir, tmp_path / "system")
+    original = (root / "_manifest.json").read_text()
+    for value in HOSTILE_VALUES:
+        if any(value is valid or value == valid for valid in VALID_AMONG_THEM.get(key, ())):
+            continue
+        (root / "_manifest.json").write_text(original)
+        edit_manifest(root, lambda manifest, value=value: manifest.update({key: value}))
+        with pytest.raises(storage_module.DatasetError) as refusal:
+            load_system(str(root))
+        assert str(root) in str(refusal.value) and len(str(refusal.value).splitlines()) == 1, (value, refusal.value)
+
+
+@pytest.mark.parametrize("key", ["weights", "offset", "prior"])
+def test_any_fusion_entry_of_any_wrong_type_is_refused(system_dir, tmp_path, key):
+    from training import storage as storage_module
+
+    root = copy_system(system_dir, tmp_path / "system")
+    original = (root / "_manifest.json").read_text()
+    for value in HOSTILE_VALUES:
+        if any(value is valid or value == valid for valid in VALID_AMONG_THEM.get(key, ())):
+            continue
+        (root / "_manifest.json").write_text(original)
+        edit_manifest(root, lambda manifest, value=value: manifest["fusion"].update({key: value}))
+        with pytest.raises(storage_module.DatasetError, match="fusion"):
+            load_system(str(root))

@@ -8,6 +8,7 @@ import numpy as np
 
 from training import sharding, storage
 from training.datasets import image_records, mnist
+from training.models.architecture import recorded
 from training.workloads.base import Trainable
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ def _blobs(count: int, seed: int) -> image_records.ImageBatch:
 
 
 def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
-    splits = {"train": _blobs(1200, spec.seed), "test": _blobs(300, spec.seed + 1)}
+    splits = {"train": _blobs(1200, spec.seed), "validation": _blobs(300, spec.seed + 2),
+              "test": _blobs(300, spec.seed + 1)}
 
     def write(staging: storage.Location) -> dict[str, Any]:
         for split, batch in splits.items():
@@ -39,7 +41,8 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
     return storage.publish(spec.raw_uri(), "toy-blobs", {"seed": spec.seed}, write, overwrite=overwrite)
 
 
-def _build_model() -> Any:
+@recorded  # a saved model is rebuilt by this builder: model files hold weights only (training.models.model_files)
+def build_model() -> Any:
     import tensorflow as tf
 
     return tf.keras.Sequential([tf.keras.Input(SHAPE), tf.keras.layers.Flatten(),
@@ -52,7 +55,7 @@ def _arrays(batch: image_records.ImageBatch) -> tuple[np.ndarray, np.ndarray]:
 
 def trainable(spec: RunSpec) -> Trainable:
     return Trainable(
-        name=spec.workload, num_classes=CLASSES, build_model=_build_model,
+        name=spec.workload, num_classes=CLASSES, build_model=build_model,
         load_shard=lambda uri, rank, workers: _arrays(sharding.read_worker_images(uri, rank, workers)),
         load_split=lambda uri, split: _arrays(image_records.read_split(uri, split)),
         class_names=("a", "b", "c"))

@@ -95,7 +95,7 @@ def load_system(source: str) -> VerificationSystem:
         manifest = storage.require_manifest(str(root), SYSTEM_KIND)
     except storage.DatasetError as error:
         raise SavedSystemError(str(error)) from None
-    if manifest.get("system_format") != SYSTEM_FORMAT:
+    if type(manifest.get("system_format")) is not int or manifest["system_format"] != SYSTEM_FORMAT:
         raise SavedSystemError(f"{source}: system format {str(manifest.get('system_format'))[:20]!r}, this "
                                f"version reads {SYSTEM_FORMAT} (format 1 stored Keras files, which can carry code: "
                                "save the system again with this version)")

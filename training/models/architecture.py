@@ -1,10 +1,12 @@
-"""How a model was built — the builder's name and its arguments — so a saved model is rebuilt from this package's
-own code, never from its file.
+"""How a model was built — its builder and the builder's arguments — so a saved model is rebuilt from installed code,
+never from its file.
 
 A Keras file that holds an architecture can hold code: a ``Lambda`` layer's function (Keras 2.15's H5 loader runs
 it whatever ``safe_mode`` says) or a ``TFOpLambda`` naming any TensorFlow op, file writes included. So a model is
 saved as weights alone (training.models.model_files) with this record beside it, and loading calls the builder the
-record names from :data:`BUILDERS` — a fixed table, not an import path read from a file. Standard library only.
+record names — only a function marked with :func:`recorded` (or :func:`recorded_part`), only in this package or a
+registered workload's package (training.workloads: code the user installed, not a file they were sent). A workload
+from outside the tree marks its model builder the same way. Standard library only.
 """
 
 from __future__ import annotations
@@ -16,20 +18,14 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-# builder name → module defining it; a record naming anything else is refused.
-BUILDERS: dict[str, str] = {
-    "simard_cnn": "training.models.cnn",
-    "densenet_bilstm": "training.models.densenet_bilstm",
-    "densenet_bilstm_embedder": "training.models.speaker_embedding",
-    "tdnn_embedder": "training.models.speaker_embedding",
-}
-# part name → "module:function" taking the whole model and returning the part (sharing its layers).
-PARTS: dict[str, str] = {"embedding": "training.models.speaker_embedding:embedding_model"}
 ATTRIBUTE = "cloudburst_architecture"  # a JSON string on the model: Keras does not track strings
+BUILDER_MARK = "__cloudburst_model_builder__"
+PART_MARK = "__cloudburst_model_part__"
+TRUSTED_PACKAGES = ("training.models",)  # besides every registered workload's package
 
 
 class ArchitectureError(ValueError):
-    """A model has no recorded architecture, or a record names a builder, part or argument that does not exist."""
+    """A model has no recorded architecture, or a record names a builder, part or argument that may not be called."""
 
 
 def _plain(value: Any, where: str) -> Any:
@@ -51,73 +47,92 @@ def _record(model: Any, architecture: Mapping[str, Any]) -> Any:
     return model
 
 
+def _reference(function: Callable[..., Any]) -> str:
+    return f"{function.__module__}:{function.__qualname__}"
+
+
 def recorded(builder: Callable[..., Any]) -> Callable[..., Any]:
-    """Decorate a model builder of :data:`BUILDERS`: every model it returns carries its name and arguments."""
-    name = builder.__name__
-    if name not in BUILDERS:
-        raise ArchitectureError(f"builder {name!r} is not in training.models.architecture.BUILDERS")
+    """Mark a model builder: every model it returns carries its reference and arguments, and only marked builders
+    are called to rebuild a saved model."""
     signature = inspect.signature(builder)
+    reference = _reference(builder)
 
     @functools.wraps(builder)
     def build(*args: Any, **kwargs: Any) -> Any:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        arguments = {key: _plain(value, f"{name}({key}=…)") for key, value in bound.arguments.items()}
-        return _record(builder(*args, **kwargs), {"builder": name, "arguments": arguments})
+        arguments = {key: _plain(value, f"{reference}({key}=…)") for key, value in bound.arguments.items()}
+        return _record(builder(*args, **kwargs), {"builder": reference, "arguments": arguments})
 
+    setattr(build, BUILDER_MARK, True)
     return build
 
 
-def recorded_part(part: str) -> Callable[[Callable[[Any], Any]], Callable[[Any], Any]]:
-    """Decorate a function taking a recorded model to one of its parts (:data:`PARTS`)."""
-    if part not in PARTS:
-        raise ArchitectureError(f"part {part!r} is not in training.models.architecture.PARTS")
+def recorded_part(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Mark a function that takes a recorded model to a part of it (sharing its layers), e.g. its embedding."""
+    reference = _reference(function)
 
-    def decorate(function: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        @functools.wraps(function)
-        def take(model: Any) -> Any:
-            whole = getattr(model, ATTRIBUTE, None)
-            taken = function(model)
-            if whole is not None:
-                _record(taken, {**json.loads(whole), "part": part})
-            return taken
+    @functools.wraps(function)
+    def take(model: Any) -> Any:
+        whole = getattr(model, ATTRIBUTE, None)
+        taken = function(model)
+        if whole is not None:
+            _record(taken, {**json.loads(whole), "part": reference})
+        return taken
 
-        return take
-
-    return decorate
+    setattr(take, PART_MARK, True)
+    return take
 
 
 def architecture_of(model: Any) -> dict[str, Any]:
     """The record a recorded builder left on ``model``; ArchitectureError for a model built any other way."""
     text = getattr(model, ATTRIBUTE, None)
     if text is None:
-        raise ArchitectureError(f"model {getattr(model, 'name', model)!r} was not built by a builder of "
-                                "training.models.architecture.BUILDERS, so it cannot be saved to be rebuilt")
+        raise ArchitectureError(f"model {getattr(model, 'name', model)!r} was not built by a builder marked with "
+                                "training.models.architecture.recorded, so it cannot be saved to be rebuilt: mark "
+                                "the workload's model builder with @recorded")
     return json.loads(text)
 
 
-def _function(reference: str) -> Callable[..., Any]:
-    module, name = reference.split(":")
-    return getattr(importlib.import_module(module), name)
+def trusted_packages() -> tuple[str, ...]:
+    """Where a builder may live: this package and every registered workload's (their code is installed)."""
+    from training import workloads
+
+    return (*TRUSTED_PACKAGES, *workloads.packages())
+
+
+def _marked_function(reference: Any, mark: str) -> Callable[..., Any]:
+    """The function a record names, when it lives in a trusted package and carries ``mark``."""
+    module_name, _, name = str(reference).partition(":")
+    shown = str(reference)[:80]
+    if not any(module_name == package or module_name.startswith(f"{package}.") for package in trusted_packages()):
+        raise ArchitectureError(f"{shown!r} is not in training.models or a registered workload's package")
+    try:
+        function = getattr(importlib.import_module(module_name), name, None)
+    except ImportError:
+        function = None
+    if not getattr(function, mark, False):
+        raise ArchitectureError(f"{shown!r} is not a function marked as a model "
+                                f"{'builder' if mark == BUILDER_MARK else 'part'}")
+    return function
 
 
 def rebuild(architecture: Any) -> Any:
-    """A fresh model (new weights) from a record: the builder of :data:`BUILDERS` it names, called with its
-    arguments, then the part it names, if any. ArchitectureError for anything else."""
+    """A fresh model (new weights) from a record: its marked builder called with its arguments, then its marked
+    part, if any. ArchitectureError for anything else."""
     if not isinstance(architecture, Mapping) or not set(architecture) <= {"builder", "arguments", "part"}:
         raise ArchitectureError("an architecture record holds 'builder', 'arguments' and optionally 'part'")
-    name, arguments, part = architecture.get("builder"), architecture.get("arguments"), architecture.get("part")
-    if name not in BUILDERS:
-        raise ArchitectureError(f"builder {str(name)[:60]!r} is not one of {', '.join(BUILDERS)}")
-    if part is not None and part not in PARTS:
-        raise ArchitectureError(f"part {str(part)[:60]!r} is not one of {', '.join(PARTS)}")
+    builder = _marked_function(architecture.get("builder"), BUILDER_MARK)
+    part = architecture.get("part")
+    take = _marked_function(part, PART_MARK) if part is not None else None
+    arguments = architecture.get("arguments")
     if not isinstance(arguments, Mapping):
-        raise ArchitectureError(f"{name}: its arguments are not a mapping")
-    builder = _function(f"{BUILDERS[name]}:{name}")
-    plain = {key: _plain(value, f"{name}({str(key)[:60]}=…)") for key, value in arguments.items()}
+        raise ArchitectureError(f"{architecture['builder']}: its arguments are not a mapping")
+    plain = {key: _plain(value, f"{architecture['builder']}({str(key)[:60]}=…)") for key, value in arguments.items()}
     try:
         inspect.signature(builder).bind(**plain)
         model = builder(**{key: _from_plain(value) for key, value in plain.items()})
     except (TypeError, ValueError) as error:
-        raise ArchitectureError(f"{name}: cannot be built from the recorded arguments ({str(error)[:200]})") from None
-    return _function(PARTS[part])(model) if part is not None else model
+        raise ArchitectureError(f"{architecture['builder']}: cannot be built from the recorded arguments "
+                                f"({str(error)[:200]})") from None
+    return take(model) if take is not None else model

@@ -169,7 +169,7 @@ def model_manifest(model_uri: str) -> dict[str, Any]:
     if manifest is None or manifest.get("kind") != MODEL_KIND:
         raise ModelFileError(f"{model_uri}: not a published Cloudburst model (no {storage.MANIFEST_NAME} of kind "
                              f"{MODEL_KIND!r}); was the run trained by an older version? retrain it")
-    if manifest.get("model_format") != MODEL_FORMAT:
+    if type(manifest.get("model_format")) is not int or manifest["model_format"] != MODEL_FORMAT:
         raise ModelFileError(f"{model_uri}: model format {str(manifest.get('model_format'))[:20]!r}, this version "
                              f"reads {MODEL_FORMAT}")
     return manifest
@@ -192,8 +192,7 @@ def verified_weights(model_uri: str, expected_version: str | None = None) -> tup
                              f"{expected_version} its run recorded (replaced since); retrain the run")
     files = manifest.get("files")
     if not isinstance(files, Mapping) or set(files) != {WEIGHTS_FILE}:
-        raise ModelFileError(f"{model_uri}/{storage.MANIFEST_NAME}: lists {sorted(files or [])[:5]}, not just "
-                             f"{WEIGHTS_FILE}")
+        raise ModelFileError(f"{model_uri}/{storage.MANIFEST_NAME}: its 'files' must list {WEIGHTS_FILE} alone")
     where = storage.resolve(model_uri)
     shown = storage.join(where.uri, WEIGHTS_FILE)
     content = read_file(where, f"{where.path.rstrip('/')}/{WEIGHTS_FILE}", MAX_WEIGHTS_BYTES, "weights file")

@@ -121,7 +121,7 @@ def _with_speaker_head(features: tf.Tensor, frame_states: tf.Tensor, num_speaker
     return tf.keras.Model(features, cosines, name=name)
 
 
-@recorded_part("embedding")
+@recorded_part
 def embedding_model(model: tf.keras.Model) -> tf.keras.Model:
     """Features → the ``embedding`` layer's output (unnormalised), sharing the weights of ``model``."""
     return tf.keras.Model(model.input, model.get_layer(EMBEDDING_LAYER).output, name=f"{model.name}_embedding")

@@ -22,15 +22,21 @@ BUILT_IN = ("training.workloads.mnist_elastic_cnn", "training.workloads.kws_dens
             "training.workloads.speaker_verification")
 EXTRA_WORKLOADS_VARIABLE = "CLOUDBURST_WORKLOADS"
 
-__all__ = ["Trainable", "WorkloadDefinition", "definition", "load_function", "names", "registry", "workload_for"]
+__all__ = ["Trainable", "WorkloadDefinition", "definition", "load_function", "names", "packages", "registry",
+           "workload_for"]
+
+
+def packages() -> tuple[str, ...]:
+    """The registered workload packages: the built-in ones, then those named in $CLOUDBURST_WORKLOADS."""
+    extra = [name.strip() for name in os.environ.get(EXTRA_WORKLOADS_VARIABLE, "").split(",") if name.strip()]
+    return (*BUILT_IN, *extra)
 
 
 @functools.cache
 def registry() -> dict[str, WorkloadDefinition]:
-    """Every workload by name: the built-in ones, then those named in $CLOUDBURST_WORKLOADS."""
-    extra = [name.strip() for name in os.environ.get(EXTRA_WORKLOADS_VARIABLE, "").split(",") if name.strip()]
+    """Every workload by name, from :func:`packages`."""
     found: dict[str, WorkloadDefinition] = {}
-    for module_name in (*BUILT_IN, *extra):
+    for module_name in packages():
         workload = importlib.import_module(module_name).DEFINITION
         if workload.name in found:
             raise ValueError(f"{module_name}: a workload named {workload.name!r} is registered already")
