@@ -20,12 +20,13 @@ against runs that do not communicate and so run once, at the first link rate:
                      non-zero, after the table, naming it.
 
 Printed per link rate: samples/s (median over the epochs after the first), its ratio to 1x1 and to its strategy's
-ceiling, seconds to the target test accuracy (the training clock, evaluations excluded), the final accuracy, the
-bytes the strategy moved (Downpour and averaging count them; Horovod's are the ring's 2(N-1)/N × 4 bytes ×
-parameters per step per worker) and the bytes on the wire (the worker hosts' veth counters, both directions, over
-the train step: parameters plus Spark's own traffic, the shards read from HDFS and the containers' start). Also the
-cluster's start and stop times. Data: ingest → augment → shard (NODES and 1 shards) on the cluster's HDFS once;
-`netns.sh down` keeps HDFS's data, so later link rates reuse it. Results also go to var/bench/cluster/.
+ceiling, seconds to the target validation accuracy (the training clock, evaluations excluded), the final
+validation accuracy, the bytes the strategy moved (Downpour and averaging count them; Horovod's are the ring's
+2(N-1)/N × 4 bytes × parameters per step per worker) and the bytes on the wire (the worker hosts' veth counters,
+both directions, over the train step: parameters plus Spark's own traffic, the shards read from HDFS and the
+containers' start). Also the cluster's start and stop times. Data: ingest → augment → shard (NODES and 1 shards)
+on the cluster's HDFS once; `netns.sh down` keeps HDFS's data, so later link rates reuse it. Results also go
+to var/bench/cluster/.
 
 Root only (namespaces); takes the cluster over: a running one is taken down first, and it is down at the end.
 """
@@ -173,7 +174,7 @@ def main() -> None:
                         help="epochs of each strategy's ceiling run (default 0: as many as the runs, whose rate "
                              "still rose over their first 3 epochs on 2026-12-05; the first, which traces the "
                              "graphs, is not counted)")
-    parser.add_argument("--target", type=float, default=0.99, help="target test accuracy (default 0.99)")
+    parser.add_argument("--target", type=float, default=0.99, help="target validation accuracy (default 0.99)")
     parser.add_argument("--train-limit", type=int, default=0, help="first N training images only (a smoke run)")
     parser.add_argument("--test-limit", type=int, default=0, help="first N test images only (a smoke run)")
     args = parser.parse_args()

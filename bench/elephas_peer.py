@@ -362,14 +362,15 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
     from pyspark.sql import SparkSession
 
     from training.config import RunSpec
+    from training.contract import VALIDATION_SPLIT
     from training.models.optimizers import make_optimizer
     from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping).with_changes(nodes=1, workers_per_node=WORKERS).validate()
     workload = workload_for(spec)
     shards = [workload.load_shard(spec.shards_uri(), rank, WORKERS) for rank in range(WORKERS)]
-    test_images, test_labels = workload.load_split(spec.augmented_uri(), "test")
-    test_images = test_images.astype(np.float32) / 255.0
+    validation_images, validation_labels = workload.load_split(spec.augmented_uri(), VALIDATION_SPLIT)
+    validation_images = validation_images.astype(np.float32) / 255.0
     examples = sum(len(labels) for _, labels in shards)
 
     tf.keras.utils.set_random_seed(spec.seed)
@@ -444,8 +445,8 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
             if mode == "asynchronous":
                 for at, weights in snapshots.evenly_spaced(seconds, spec.evaluations_per_epoch - 1):
                     evaluation_model.set_weights(weights)
-                    points.append((at, accuracy_of(evaluation_model, test_images, test_labels)))
-            accuracy = accuracy_of(model, test_images, test_labels)
+                    points.append((at, accuracy_of(evaluation_model, validation_images, validation_labels)))
+            accuracy = accuracy_of(model, validation_images, validation_labels)
             points.append((seconds, accuracy))
             for at, point_accuracy in points:
                 evaluations.append({"epoch": round(epoch - 1 + at / seconds, 4), "val_accuracy": point_accuracy,
@@ -456,7 +457,7 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
             epochs.append({"epoch": epoch, "val_accuracy": accuracy, "epoch_seconds": seconds,
                            "samples_per_second": examples / seconds, "examples": examples})
             print(f"elephas {mode}/{frequency} epoch {epoch}: {examples / seconds:,.0f} samples/s, "
-                  f"test accuracy {accuracy:.4f}, {seconds:.1f} s", file=sys.stderr, flush=True)
+                  f"validation accuracy {accuracy:.4f}, {seconds:.1f} s", file=sys.stderr, flush=True)
     finally:
         for action in cleanup:
             with contextlib.suppress(Exception):

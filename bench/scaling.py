@@ -11,9 +11,10 @@ Contenders, all with the same model, batch size per process and evaluation sched
   ceiling            2 independent 1-thread processes, no communication at all: the most 2 workers can get here
 
 Printed: samples/s (median over epochs after the first, whose graph tracing is not training), its fraction of the
-ceiling, seconds to the target test accuracy on the training clock (evaluations excluded; 4 evaluations per
-epoch), and final test accuracy. Then a throughput sweep of the communication knobs (batch size, fp16 gradient
-compression, local gradient accumulation) for Horovod 1x2 against the ceiling at the same batch size.
+ceiling, seconds to the target validation accuracy on the training clock (evaluations excluded; 4 evaluations
+per epoch), and final validation accuracy (the test split is not read). Then a throughput sweep of the communication
+knobs (batch size, fp16 gradient compression, local gradient accumulation) for Horovod 1x2 against the ceiling at
+the same batch size.
 """
 
 from __future__ import annotations
@@ -59,12 +60,12 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
     tf.get_logger().setLevel("ERROR")
     workload = workload_for(spec)
     images, labels = workload.load_shard(spec.shards_uri(), rank, workers)
-    test_images, test_labels = EvaluationSet(spec.augmented_uri(), "test").load(workload)
+    validation_images, validation_labels = EvaluationSet(spec.augmented_uri()).load(workload)
     steps_per_epoch = len(labels) // spec.batch_size_per_worker
     model = workload.build_model()
     model.compile(optimizer=make_optimizer(spec.worker_optimizer, spec.learning_rate), loss=workload.make_loss(),
                   metrics=["accuracy"])
-    clock = EvaluationClock(test_images, test_labels, spec.evaluations_per_epoch, steps_per_epoch,
+    clock = EvaluationClock(validation_images, validation_labels, spec.evaluations_per_epoch, steps_per_epoch,
                             spec.target_accuracy, combine=lambda counts: counts)
     epochs: list[dict[str, float]] = []
 
@@ -132,7 +133,7 @@ def train_fresh(spec, spark, run_name: str):
 
     spec = spec.with_changes(run_name=run_name)
     shutil.rmtree(storage.resolve(spec.run_uri()).path, ignore_errors=True)
-    return get_strategy(spec.strategy).train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"),
+    return get_strategy(spec.strategy).train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri()),
                                              spec.run_uri(), spark)
 
 
@@ -198,7 +199,7 @@ def main() -> None:
                         help="speaker_verification only: which embedding model (default model_a)")
     parser.add_argument("--epochs", type=int, default=None, help="epochs for the time-to-target runs (MNIST 6, KWS 12)")
     parser.add_argument("--batch", type=int, default=None, help="batch size per process (MNIST 128, KWS 64)")
-    parser.add_argument("--target", type=float, default=None, help="target test accuracy (MNIST 0.99, KWS 0.9)")
+    parser.add_argument("--target", type=float, default=None, help="target validation accuracy (MNIST 0.99, KWS 0.9)")
     parser.add_argument("--target-eer", type=float, default=None,
                         help="speaker_verification: the development EER the time-to-EER table measures to (default: "
                              "the highest final EER of 1x1, 1x2 and plain Keras, which each reached)")

@@ -14,9 +14,9 @@ than CEILING_NOISE_MARGIN (training/study/report.py) means the ceiling measured 
 and exits non-zero.
 
 Printed: samples/s (median over epochs after the first), its fraction of the contender's own ceiling, seconds to
-the target test accuracy on each contender's training clock (evaluations excluded), final test accuracy and bytes
-moved between processes (≈: Horovod's ring all-reduce volume computed from steps and model size, not counted on
-the wire).
+the target validation accuracy on each contender's training clock (evaluations excluded), final validation accuracy
+and bytes moved between processes (≈: Horovod's ring all-reduce volume computed from steps and model size, not
+counted on the wire).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--epochs", type=int, default=6, help="epochs per contender (default 6)")
     parser.add_argument("--batch", type=int, default=128, help="batch size per worker (default 128)")
-    parser.add_argument("--target", type=float, default=0.99, help="target test accuracy (default 0.99)")
+    parser.add_argument("--target", type=float, default=0.99, help="target validation accuracy (default 0.99)")
     parser.add_argument("--train-limit", type=int, default=0, help="first N training images only (smoke tests)")
     parser.add_argument("--server-learning-rate", type=float, default=None,
                         help="Downpour server learning rate (default: the run specification's)")

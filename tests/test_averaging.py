@@ -42,7 +42,7 @@ def test_two_workers_average_their_way_to_a_useful_model(spark, tmp_path):
     spec = RunSpec(strategy="averaging", train_limit=1000, test_limit=400, epochs=2, batch_size_per_worker=32,
                    workers_per_node=2, data_root=str(tmp_path / "data"), run_name="averaging")
     prepare_datasets(spark, spec)
-    result = AveragingStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"),
+    result = AveragingStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri()),
                                        spec.run_uri(), spark)
     assert [row["epoch"] for row in result.epochs] == [1, 2]
     assert len(result.evaluations) == spec.epochs * spec.evaluations_per_epoch
@@ -95,7 +95,7 @@ def test_how_often_accuracy_is_measured_does_not_change_what_is_trained(spark, t
     trained = {}
     for every in (1, 3):
         measured = spec.with_changes(evaluations_per_epoch=every, run_name=f"evaluated-{every}-per-epoch")
-        trained[every] = train_in_rounds(measured, EvaluationSet(measured.augmented_uri(), "test"), measured.run_uri(),
+        trained[every] = train_in_rounds(measured, EvaluationSet(measured.augmented_uri()), measured.run_uri(),
                                          rounds_in_this_process(measured), threads=1)
     once, thrice = trained[1], trained[3]
     # Once per epoch: after round 2 of 2. Three points (2/3, 4/3, 2 rounds): after round 1 and after round 2.

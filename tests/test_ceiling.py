@@ -50,7 +50,7 @@ def small_spec(spark, tmp_path_factory) -> RunSpec:
 
 
 def train(strategy, spec: RunSpec, spark) -> TrainingResult:
-    return strategy.train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"), spec.run_uri(),
+    return strategy.train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri()), spec.run_uri(),
                           spark)
 
 

@@ -41,7 +41,7 @@ def small_spec(spark, tmp_path_factory) -> RunSpec:
 
 def train(spec: RunSpec, spark, run_name: str):
     spec = spec.with_changes(run_name=run_name)
-    return DownpourStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"),
+    return DownpourStrategy().train(spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri()),
                                     spec.run_uri(), spark)
 
 

@@ -43,7 +43,9 @@ TEST_LABELS = "t10k-labels-idx1-ubyte.gz"
 FILE_NAMES = (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)
 
 # Published counts for the canonical MNIST (LeCun et al.), independent of this code.
-REAL_TRAIN_HISTOGRAM = [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949]
+# The training file's first 50,000 (train) and last 10,000 (validation) labels, per digit.
+REAL_TRAIN_HISTOGRAM = [4932, 5678, 4968, 5101, 4859, 4506, 4951, 5175, 4842, 4988]
+REAL_VALIDATION_HISTOGRAM = [991, 1064, 990, 1030, 983, 915, 967, 1090, 1009, 961]
 REAL_TEST_HISTOGRAM = [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
 
 
@@ -97,7 +99,7 @@ def write_small_mnist(directory: Path, head: dict, train_rows: int, gz: bool = T
 
 
 def ingest_cli(source: str, data_root: Path | None = None) -> int:
-    """``cloudburst ingest`` as a user runs it; it publishes to <data root>/mnist/raw."""
+    """``cloudburst ingest`` as a user runs it; it publishes to <data root>/mnist/raw-val."""
     return cli.main(["ingest", "--data-source", source, *(["--data-root", str(data_root)] if data_root else [])])
 
 
@@ -316,12 +318,16 @@ def test_source_that_is_neither_directory_nor_url_is_rejected(tmp_path, destinat
 def test_small_valid_directory_is_published_with_its_exact_rows(small_idx_dir, mnist_head, destination):
     manifest, created = mnist.ingest(str(small_idx_dir), str(destination))
     assert created
-    assert manifest["splits"]["train"]["rows"] == 50 and manifest["splits"]["test"]["rows"] == 20
-    for split, (images, labels) in mnist_head.items():
+    assert [manifest["splits"][split]["rows"] for split in ("train", "validation", "test")] == [42, 8, 20]
+    train_images, train_labels = mnist_head["train"]
+    expected = {"train": (train_images[:42], train_labels[:42], np.arange(42)),  # the last sixth validates
+                "validation": (train_images[42:], train_labels[42:], np.arange(42, 50)),
+                "test": (*mnist_head["test"], np.arange(20))}
+    for split, (images, labels, index) in expected.items():
         batch = mnist.read_split(str(destination), split)
         assert np.array_equal(batch.images, images)
         assert np.array_equal(batch.labels, labels)
-        assert np.array_equal(batch.index, np.arange(len(labels)))
+        assert np.array_equal(batch.index, index)
         assert not batch.copy.any()
         assert manifest["splits"][split]["class_histogram"] == np.bincount(labels, minlength=10).tolist()
     assert_no_staging_left(destination)
@@ -412,11 +418,11 @@ def test_cli_publishes_under_the_data_root_by_default_and_reports_a_rerun_as_a_n
 ):
     caplog.set_level(logging.INFO, logger="training.jobs.ingest")
     assert ingest_cli(str(small_idx_dir)) == 0
-    expected = isolated_data_root / "mnist" / "raw"
+    expected = isolated_data_root / "mnist" / "raw-val"
     assert storage.read_manifest(str(expected))["splits"]["test"]["rows"] == 20
     assert ingest_cli(str(small_idx_dir)) == 0
     messages = [record.getMessage() for record in caplog.records if record.name == "training.jobs.ingest"]
-    assert messages[0].startswith(f"published {expected.as_uri()} (train 50, test 20 rows")
+    assert messages[0].startswith(f"published {expected.as_uri()} (train 42, validation 8, test 20 rows")
     assert messages[1].startswith(f"already complete, nothing to do: {expected.as_uri()}")
 
 
@@ -517,15 +523,19 @@ def real_ingest(tmp_path_factory, mnist_source) -> RealIngest:
     return RealIngest(destination, manifest, created)
 
 
-def test_real_mnist_has_60000_train_and_10000_test_images_read_back_exactly(real_ingest, mnist_source):
+def test_real_mnist_has_50000_train_10000_validation_and_10000_test_images_read_back_exactly(real_ingest,
+                                                                                             mnist_source):
     assert real_ingest.created
     train = mnist.read_split(str(real_ingest.destination), "train")
+    validation = mnist.read_split(str(real_ingest.destination), "validation")
     test = mnist.read_split(str(real_ingest.destination), "test")
-    assert len(train) == 60_000 and len(test) == 10_000
-    assert train.images.shape == (60_000, 28, 28) and train.images.dtype == np.uint8
+    assert (len(train), len(validation), len(test)) == (50_000, 10_000, 10_000)
+    assert train.images.shape == (50_000, 28, 28) and train.images.dtype == np.uint8
     assert train.labels[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
-    assert abs(train.images.mean() - 0.1307 * 255) < 0.1
-    assert np.array_equal(train.index, np.arange(60_000))
+    both = np.concatenate([train.images, validation.images])
+    assert abs(both.mean() - 0.1307 * 255) < 0.1  # the published mean of the 60,000
+    assert np.array_equal(train.index, np.arange(50_000))
+    assert np.array_equal(validation.index, np.arange(50_000, 60_000))
     assert np.array_equal(test.images[-5:], read_idx_head(mnist_source / TEST_IMAGES, 10_000)[-5:])
 
 
@@ -536,13 +546,14 @@ def test_real_mnist_manifest_records_rows_histograms_checksums_source_and_versio
     assert manifest["source"] == str(mnist_source)
     assert manifest["image_shape"] == [28, 28]
     assert manifest["splits"] == {
-        "train": {"rows": 60_000, "class_histogram": REAL_TRAIN_HISTOGRAM},
+        "train": {"rows": 50_000, "class_histogram": REAL_TRAIN_HISTOGRAM},
+        "validation": {"rows": 10_000, "class_histogram": REAL_VALIDATION_HISTOGRAM},
         "test": {"rows": 10_000, "class_histogram": REAL_TEST_HISTOGRAM},
     }
     assert manifest["recipe"]["source_content_sha256"] == mnist.CANONICAL_CONTENT_SHA256
     assert sorted(manifest["files"]) == ["test/part-00000.parquet"] + [
-        f"train/part-{part:05d}.parquet" for part in range(6)
-    ]
+        f"train/part-{part:05d}.parquet" for part in range(5)
+    ] + ["validation/part-00000.parquet"]
     local = storage.resolve(str(real_ingest.destination)).fs
     for relative, digest in manifest["files"].items():
         assert storage.file_digest(local, str(real_ingest.destination / relative)) == digest
@@ -580,7 +591,7 @@ def test_url_source_ingests_the_real_mnist_verifying_served_checksums(serve, mir
     manifest, created = mnist.ingest(server.url, str(destination))
     assert created
     assert manifest["source"] == server.url
-    assert manifest["splits"]["train"]["rows"] == 60_000 and manifest["splits"]["test"]["rows"] == 10_000
+    assert manifest["splits"]["train"]["rows"] == 50_000 and manifest["splits"]["test"]["rows"] == 10_000
     assert manifest["recipe"]["source_content_sha256"] == mnist.CANONICAL_CONTENT_SHA256
     assert "/mnist/SHA256SUMS" in server.requested
     assert {f"/mnist/{name}" for name in FILE_NAMES} <= set(server.requested)

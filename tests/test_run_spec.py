@@ -99,8 +99,8 @@ def test_mlflow_params_hold_every_field_and_total_workers():
 
 def test_dataset_locations_follow_the_inputs_that_make_them():
     spec = RunSpec(data_root="/data", train_limit=2000, test_limit=500, augment_copies=2, workers_per_node=4)
-    assert spec.raw_uri() == "file:///data/mnist/raw-train2000-test500"
-    assert spec.augmented_uri() == "file:///data/mnist/elastic-train2000-test500-k2-a34-s4-seed0"
+    assert spec.raw_uri() == "file:///data/mnist/raw-val-train2000-test500"
+    assert spec.augmented_uri() == "file:///data/mnist/elastic-val-train2000-test500-k2-a34-s4-seed0"
     assert spec.shards_uri() == f"{spec.augmented_uri()}-shards4-seed0"
     assert spec.run_uri() == "file:///data/runs/mnist_elastic_cnn/manual"
     assert RunSpec(existing_shards="hdfs://nn:8020/s").shards_uri() == "hdfs://nn:8020/s"

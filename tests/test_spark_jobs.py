@@ -65,11 +65,12 @@ def test_augment_keeps_originals_and_adds_copies_of_training_images_only(augment
     originals = augmented.copy == 0
     order = np.argsort(augmented.index[originals])
     assert np.array_equal(augmented.images[originals][order], raw_train.images)
-    test_copy, raw_test = mnist.read_split(augmented_slice, "test"), mnist.read_split(raw_slice, "test")
-    assert np.array_equal(test_copy.images[np.argsort(test_copy.index)], raw_test.images)
+    for split in ("validation", "test"):  # copied as they are, never augmented
+        copied, raw = mnist.read_split(augmented_slice, split), mnist.read_split(raw_slice, split)
+        assert np.array_equal(copied.images[np.argsort(copied.index)], raw.images[np.argsort(raw.index)])
     manifest = storage.require_manifest(augmented_slice)
     assert manifest["splits"]["train"]["rows"] == 1800
-    assert manifest["splits"]["test"]["rows"] == 100
+    assert manifest["splits"]["validation"]["rows"] == manifest["splits"]["test"]["rows"] == 100
     assert manifest["augmentation"] == {"method": "elastic", "copies": 2, "alpha": 34.0, "sigma": 4.0, "seed": 7}
     assert "preview.png" in manifest["files"]
 

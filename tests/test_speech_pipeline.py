@@ -98,10 +98,13 @@ def test_an_evaluation_only_corpus_gets_features_but_training_on_it_is_refused_b
     assert storage.read_manifest(str(tmp_path / "shards")) is None
 
 
-def test_training_on_a_corpus_without_test_clips_is_refused_before_any_work(spark, tmp_path):
-    from training.jobs.train import require_test_examples
+def test_training_on_a_corpus_without_validation_or_test_clips_is_refused_before_any_work(spark, tmp_path):
+    from training.jobs.train import require_evaluation_examples
 
     clips = speech_ingest.ingest(_corpus_with_lists(tmp_path / "corpus", "none"), str(tmp_path / "clips"))[0]
     features = features_dataset(spark, clips["uri"], str(tmp_path / "features"), "log_mel", copies=0)[0]
+    with pytest.raises(RunSpecError, match="the validation split is empty"):
+        require_evaluation_examples(features)
+    with_validation = {**features, "splits": {**features["splits"], "validation": {"rows": 5}}}
     with pytest.raises(RunSpecError, match="the test split is empty"):
-        require_test_examples(features)
+        require_evaluation_examples(with_validation)

@@ -13,15 +13,18 @@ from training.evaluation.classification import accuracy, confusion_matrix, per_c
 from training.strategies.base import TrainingResult
 
 
-def fake_result(workers: int, wall_seconds: float, time_to_target: float | None) -> TrainingResult:
-    """Numbers as a strategy would report them (no training needed to test bookkeeping)."""
+def fake_result(workers: int, wall_seconds: float, time_to_target: float | None,
+                machine_gflops: float | None = 100.0) -> TrainingResult:
+    """Numbers as a strategy (and the train job's machine measure) would report them (no training needed to test
+    bookkeeping)."""
     epochs = [{"epoch": e, "train_loss": 1.0 / e, "train_accuracy": 0.9 + e / 100, "val_accuracy": 0.95 + e / 100,
                "epoch_seconds": wall_seconds / 3, "samples_per_second": 1000.0 * workers} for e in (1, 2)]
     evaluations = [{"train_seconds": 1.0 * i, "epoch": i / 2, "val_accuracy": 0.9 + i / 100} for i in range(1, 5)]
     return TrainingResult(epochs=epochs, evaluations=evaluations, wall_seconds=wall_seconds,
                           training_seconds=wall_seconds * 0.8, time_to_target_seconds=time_to_target,
-                          model_uri="file:///nowhere/model.h5", total_workers=workers,
-                          extra={"ranks_in_sync": True, "threads_per_worker": 1})
+                          model_uri="file:///nowhere/model", total_workers=workers,
+                          extra={"ranks_in_sync": True, "threads_per_worker": 1},
+                          metrics={} if machine_gflops is None else {"machine_gflops": machine_gflops})
 
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -49,7 +52,7 @@ def test_a_run_records_the_spec_as_params_epochs_as_steps_and_config_tags(store)
     assert set(run.data.params) == set(spec.mlflow_params()) | {"data_version"}
     assert SHARED_PARAMS <= set(run.data.params)
     assert set(run.data.metrics) == set(tracking.PER_EPOCH_METRICS) | {
-        "wall_seconds", "training_seconds", "samples_per_second_mean", "time_to_target_seconds"}
+        "wall_seconds", "training_seconds", "samples_per_second_mean", "time_to_target_seconds", "machine_gflops"}
     assert {name: value for name, value in run.data.tags.items() if not name.startswith("mlflow.")} == {
         "workload": "mnist_elastic_cnn", "strategy": "horovod", "config": "1x2", "nodes": "1",
         "workers_per_node": "2", "total_workers": "2", "cloudburst_run": "two", "ranks_in_sync": "true",
@@ -86,6 +89,35 @@ def test_speedup_and_efficiency_come_from_the_newest_comparable_one_worker_run(s
     assert run.data.metrics["time_to_target_speedup"] == pytest.approx(2.5)
     assert run.data.tags["baseline_run_id"] == baseline
     assert tracking.client(store).get_run(baseline).data.metrics["speedup"] == 1.0
+
+
+@pytest.mark.parametrize(("baseline_gflops", "reason"), [
+    (70.0, "the baseline trained while the machine did 70 GFLOP/s, this run 100 (30% apart"),
+    (None, "the machine's speed was not measured"),
+])
+def test_a_speedup_over_a_baseline_on_a_faster_or_slower_machine_is_withheld_with_the_reason(store, baseline_gflops,
+                                                                                              reason):
+    baseline_spec = RunSpec(workers_per_node=1, tracking_uri=store, run_name="one")
+    baseline = tracking.log_training(baseline_spec, fake_result(1, 60.0, 40.0, baseline_gflops), "abc123", {})
+    finish(baseline_spec, baseline)
+    spec = RunSpec(workers_per_node=2, tracking_uri=store, run_name="two")
+    run = tracking.client(store).get_run(tracking.log_training(spec, fake_result(2, 40.0, 16.0), "abc123", {}))
+    assert "speedup" not in run.data.metrics and "scaling_efficiency" not in run.data.metrics
+    assert reason in run.data.tags[tracking.SPEEDUP_WITHHELD_TAG]
+    assert run.data.tags["baseline_run_id"] == baseline
+    close = RunSpec(workers_per_node=2, tracking_uri=store, run_name="three")  # within 15 %: a ratio
+    run = tracking.client(store).get_run(tracking.log_training(close, fake_result(2, 40.0, 16.0, 75.0 if
+                                                                                  baseline_gflops else None),
+                                                               "abc123", {}))
+    assert ("speedup" in run.data.metrics) == (baseline_gflops is not None)
+
+
+def test_a_runs_mlflow_start_and_end_are_its_trainings(store):
+    spec = RunSpec(workers_per_node=1, tracking_uri=store, run_name="timed")
+    run_id = tracking.log_training(spec, fake_result(1, 300.0, None), "abc123", {}, started_at=1_000_000.25)
+    tracking.log_evaluation(spec, run_id, {"test_accuracy": 0.99}, {}, training_finished_at=1_000_300.5)
+    info = tracking.client(store).get_run(run_id).info
+    assert (info.start_time, info.end_time, info.status) == (1_000_000_250, 1_000_300_500, "FINISHED")
 
 
 def test_a_baseline_with_other_hyper_parameters_is_not_used(store):

@@ -38,6 +38,12 @@ EVALUATION_FILE = "evaluation.json"
 # Beside a dataset: every clip or file ingestion skipped, and why.
 INGEST_REPORT_FILE = "ingest_report.json"
 
+# Every dataset a strategy trains on has these splits. Validation is what training measures as it goes (val_*
+# metrics, time to target, the learning curves) and what settings are chosen on; the test split is read once, by
+# the evaluate step, at the end.
+TRAIN_SPLIT, VALIDATION_SPLIT, TEST_SPLIT = "train", "validation", "test"
+EVALUATION_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
+
 # Dataset kinds, as written in each dataset's manifest.
 MNIST_IMAGES = "mnist-images"
 SPEECH_CLIPS = "speech-clips"

@@ -304,10 +304,10 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
     Setting("seed", int, 0, "Seed", "Seeds augmentation, sharding and weight initialisation.", TRAINING,
             minimum=0, maximum=2**31 - 1),
     Setting("target_accuracy", float, 0.99, "Target accuracy",
-            "Time-to-target is the training time until the test accuracy first reaches this.", TRAINING,
+            "Time-to-target is the training time until the validation accuracy first reaches this.", TRAINING,
             minimum=0, exclusive_minimum=True, maximum=1),
     _positive("evaluations_per_epoch", int, 4, "Evaluations per epoch",
-              "How often test accuracy is measured during training (for time-to-target). Measuring never changes "
+              "How often validation accuracy is measured during training (for time-to-target). Measuring never changes "
               "what is trained.", TRAINING, maximum=1000),
     _positive("rounds_per_epoch", int, 4, "Averaging: rounds per epoch",
               "Model averaging only: how many times per epoch the workers' weights are averaged (communication "

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 
 # MLflow 3's experiment-kind tag: the UI opens a model-training experiment in its Model training view, not GenAI.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+SPEEDUP_WITHHELD_TAG = "speedup_withheld"  # why a run of several workers has no speedup metric
 MODEL_TRAINING_KIND = "custom_model_development"
 
 # Logged at step = epoch; a None value is an epoch not recorded (an earlier attempt's epoch, after a resume).
@@ -136,6 +137,21 @@ def find_baseline(mlflow_client: MlflowClient, experiment: str, spec: RunSpec, d
     return None
 
 
+def speedup_withheld(baseline_metrics: dict[str, float], result: TrainingResult) -> str:
+    """Why no speedup against this baseline is logged ("" when one is): it ran on a machine measurably faster or
+    slower than this run's (training.machine_speed), or one of the two was not measured."""
+    from training import machine_speed
+
+    before, now = baseline_metrics.get("machine_gflops"), result.metrics.get("machine_gflops")
+    if not before or not now:
+        return "the machine's speed was not measured for this run or its baseline"
+    if machine_speed.comparable(before, now):
+        return ""
+    return (f"the baseline trained while the machine did {before:.0f} GFLOP/s, this run {now:.0f} "
+            f"({machine_speed.difference(before, now):.0%} apart, more than the "
+            f"{machine_speed.COMPARABLE_WITHIN:.0%} allowed): run both side by side")
+
+
 def speedup_metrics(baseline_metrics: dict[str, float], result: TrainingResult) -> dict[str, float]:
     """speedup = baseline wall ÷ this wall (and the same for time-to-target); efficiency = speedup ÷ workers."""
     metrics = {"speedup": baseline_metrics["wall_seconds"] / result.wall_seconds}
@@ -147,8 +163,9 @@ def speedup_metrics(baseline_metrics: dict[str, float], result: TrainingResult) 
 
 
 def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artifacts: dict[str, bytes],
-                 run_id: str | None = None) -> str:
-    """Create (or complete) the MLflow run of a training run; returns its id."""
+                 run_id: str | None = None, started_at: float | None = None) -> str:
+    """Create (or complete) the MLflow run of a training run; returns its id. ``started_at`` (Unix seconds) is
+    when training started: the run's start in MLflow's run list, so its duration is the training's."""
     from mlflow.entities import Metric, Param, RunTag
 
     from training.evaluation.figures import learning_curves_figure, staleness_histogram_figure
@@ -161,7 +178,8 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
                 "nodes": str(spec.nodes), "workers_per_node": str(spec.workers_per_node),
                 "total_workers": str(spec.total_workers), "cloudburst_run": spec.run_name}
         run = retry_when_locked(mlflow_client.create_run, experiment,
-                                run_name=f"{spec.strategy}-{spec.config}-{spec.run_name}", tags=tags)
+                                run_name=f"{spec.strategy}-{spec.config}-{spec.run_name}", tags=tags,
+                                start_time=None if started_at is None else int(started_at * 1000))
         run_id = run.info.run_id
     existing = retry_when_locked(mlflow_client.get_run, run_id).data.params
     params = [Param(key, value) for key, value in {**spec.mlflow_params(), "data_version": data_version}.items()
@@ -184,8 +202,12 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
     if spec.total_workers == 1:
         final.update(speedup=1.0, scaling_efficiency=1.0)
     elif baseline is not None:
-        final.update(speedup_metrics(baseline.data.metrics, result))
         tags.append(RunTag("baseline_run_id", baseline.info.run_id))
+        withheld = speedup_withheld(baseline.data.metrics, result)
+        if withheld:
+            tags.append(RunTag(SPEEDUP_WITHHELD_TAG, withheld))
+        else:
+            final.update(speedup_metrics(baseline.data.metrics, result))
     metrics += [Metric(name, float(value), now, 0) for name, value in {**final, **result.metrics}.items()]
     # One call; MLflow's client splits it into its batch limits (1000 metrics, 100 params, 100 tags) itself.
     retry_when_locked(mlflow_client.log_batch, run_id, metrics=metrics, params=params, tags=tags)
@@ -206,8 +228,11 @@ def log_training(spec: RunSpec, result: TrainingResult, data_version: str, artif
 
 
 def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifacts: dict[str, bytes],
-                   model: Any | None = None, example_inputs: Any | None = None) -> None:
-    """Add test metrics, figures and the model (with its input/output signature) to the run; mark it finished."""
+                   model: Any | None = None, example_inputs: Any | None = None,
+                   training_finished_at: float | None = None) -> None:
+    """Add test metrics, figures and the model (with its input/output signature) to the run; mark it finished,
+    ending when its training did (``training_finished_at``, Unix seconds) so its MLflow duration is the
+    training's."""
     from mlflow.entities import Metric
 
     mlflow_client = client(spec.resolved_tracking_uri())
@@ -217,7 +242,8 @@ def log_evaluation(spec: RunSpec, run_id: str, metrics: dict[str, float], artifa
     log_artifacts(mlflow_client, run_id, artifacts)
     if model is not None:
         log_model(run_id, model, example_inputs)
-    retry_when_locked(mlflow_client.set_terminated, run_id, "FINISHED")
+    end_time = None if training_finished_at is None else int(training_finished_at * 1000)
+    retry_when_locked(mlflow_client.set_terminated, run_id, "FINISHED", end_time)
 
 
 def log_model(run_id: str, model: Any, example_inputs: Any | None = None) -> None:

@@ -1,4 +1,4 @@
-"""MNIST: validate the four IDX files, ingest them into a Parquet dataset, read splits back.
+"""MNIST: validate the four IDX files, ingest them into a Parquet dataset (train, validation, test), read splits back.
 
 The source may be a directory, the four file paths, or an http(s) base URL. Files may be gzip-compressed
 (``.gz``) or raw. Every file is checked (a regular file, magic, dimensions, length, labels, gzip framing) and
@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 
 IMAGE_SHAPE = (28, 28)
 NUM_CLASSES = 10
+# The validation split is the training file's last 1/6: 10,000 of MNIST's 60,000 (Simard et al. 2003).
+VALIDATION_SHARE_DENOMINATOR = 6
 IMAGES_MAGIC = 2051
 LABELS_MAGIC = 2049
 ROWS_PER_FILE = 10_000
@@ -333,6 +335,21 @@ def write_split(staging: storage.Location, split: str, batch: ImageBatch, rows_p
             pq.write_table(to_table(chunk), handle)
 
 
+def _rows(batch: ImageBatch, rows: slice) -> ImageBatch:
+    return ImageBatch(*(column[rows] for column in (batch.images, batch.labels, batch.index, batch.copy)))
+
+
+def with_validation_split(splits: dict[str, ImageBatch]) -> dict[str, ImageBatch]:
+    """The training file's last sixth becomes the validation split (MNIST: images 50,000–59,999, as Simard et al.
+    2003 held out 10,000 of the 60,000), the rest stays for training; each row keeps its index in the training file,
+    so the two are disjoint by index. The test split (t10k) is kept apart for the one final evaluation."""
+    train = splits["train"]
+    validation_rows = round(len(train) / VALIDATION_SHARE_DENOMINATOR)
+    first_validation = len(train) - validation_rows
+    return {"train": _rows(train, slice(0, first_validation)),
+            "validation": _rows(train, slice(first_validation, None)), "test": splits["test"]}
+
+
 def ingest(
     source: str | Sequence[str],
     destination: str,
@@ -340,20 +357,22 @@ def ingest(
     train_limit: int = 0,
     test_limit: int = 0,
 ) -> tuple[dict[str, Any], bool]:
-    """Validate MNIST from ``source`` and publish it as Parquet at ``destination``; (manifest, created).
+    """Validate MNIST from ``source`` and publish it as Parquet at ``destination``: train, validation (the training
+    file's last sixth) and test; (manifest, created).
 
-    ``train_limit``/``test_limit`` > 0 keep only the first N images of a split (quick runs and tests).
+    ``train_limit`` > 0 keeps only the first N training images, ``test_limit`` > 0 the first N of the validation
+    and of the test split (quick runs and tests).
     """
     for name, limit in (("train_limit", train_limit), ("test_limit", test_limit)):
         if int(limit) != limit or limit < 0:
             raise ValueError(f"{name} must be an integer ≥ 0, got {limit}")
-    splits, content_sha256 = load(source)
-    for split, limit in (("train", train_limit), ("test", test_limit)):
+    loaded, content_sha256 = load(source)
+    splits = with_validation_split(loaded)
+    for split, limit in (("train", train_limit), ("validation", test_limit), ("test", test_limit)):
         if limit:
-            splits[split] = ImageBatch(*(column[:limit] for column in
-                                         (splits[split].images, splits[split].labels, splits[split].index,
-                                          splits[split].copy)))
-    recipe = {"source_content_sha256": content_sha256, "train_limit": train_limit, "test_limit": test_limit}
+            splits[split] = _rows(splits[split], slice(0, limit))
+    recipe = {"source_content_sha256": content_sha256, "train_limit": train_limit, "test_limit": test_limit,
+              "validation": f"last 1/{VALIDATION_SHARE_DENOMINATOR} of the training file"}
 
     def write(staging: storage.Location) -> dict[str, Any]:
         for split, batch in splits.items():

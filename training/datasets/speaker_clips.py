@@ -36,19 +36,26 @@ log = logging.getLogger(__name__)
 DATASET_KIND = speech_ingest.DATASET_KIND  # speech clips, read by the features step like any other
 SPLIT_OF_SET = {"sv_dev": "sv_dev", "sv_eval": "sv_eval"}
 TRIAL_SETS = ("sv_dev", "sv_eval")
-TEST_SHARE_PERCENT = 10  # of each training speaker's clips: the classifier's held-out accuracy
+# Of each training speaker's clips, about this share is held out of training (by the sha1 of the path, stable as
+# clips are added), half for validation — the classifier accuracy training measures as it goes — half for test,
+# read once at the end.
+HELD_OUT_SHARE_PERCENT = 10
 UNRECORDED_FAMILY = "unrecorded"  # a real corpus records no voice families: every speaker is of this one
 CLIPS_FILE = "clips.json"
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: the training speakers' held-out clips split into validation and test
 
 
 def trials_file(set_name: str) -> str:
     return f"trials/{set_name}.json"
 
 
-def is_classifier_test_clip(relative: str) -> bool:
-    """About TEST_SHARE_PERCENT % of a speaker's clips, chosen by the sha1 of the path: stable as clips are added."""
-    return int(hashlib.sha1(relative.encode()).hexdigest(), 16) % 100 < TEST_SHARE_PERCENT
+def classifier_split(relative: str) -> str:
+    """An sv_train speaker's clip's split: "train", or, for about HELD_OUT_SHARE_PERCENT % chosen by the sha1 of
+    the path, "validation" or "test" (another digit of the same hash, so the two halves are independent of it)."""
+    value = int(hashlib.sha1(relative.encode()).hexdigest(), 16)
+    if value % 100 >= HELD_OUT_SHARE_PERCENT:
+        return "train"
+    return "validation" if value // 100 % 2 == 0 else "test"
 
 
 def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: int = 0, resample: bool = False,
@@ -99,10 +106,10 @@ def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: 
     indices: dict[str, list[int]] = {split: [] for split in rows}
     for index, (relative, word, speaker, pcm) in enumerate(corpus):
         set_name = assignment[speaker]
-        split = set_name if set_name != "sv_train" else ("test" if is_classifier_test_clip(relative) else "train")
+        split = set_name if set_name != "sv_train" else classifier_split(relative)
         rows[split].add(label_of[speaker], word, speaker, relative, pcm)
         indices[split].append(index)
-    for split in ("train", "test"):
+    for split in ("train", "validation", "test"):
         if not rows[split].labels:
             raise storage.DatasetError(f"{source}: the sv_train speakers have no {split} clips; use more speakers "
                                        "or more clips per speaker")

@@ -54,7 +54,7 @@ def learning_curves_figure(epochs: Sequence[dict], evaluations: Sequence[dict], 
     loss_axis.legend()
     seconds = [row["train_seconds"] for row in evaluations]
     accuracy_axis.plot(seconds, [100 * row["val_accuracy"] for row in evaluations], marker=".",
-                       label="test accuracy (during training)")
+                       label="validation accuracy (during training)")
     epoch_ends = [row for row in evaluations if float(row["epoch"]).is_integer()]
     train_accuracy = {row["epoch"]: np.nan if row["train_accuracy"] is None else row["train_accuracy"]
                       for row in epochs}

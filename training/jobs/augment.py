@@ -1,5 +1,5 @@
 """Spark job (step ``augment``): add ``augment_copies`` elastic deformations of every training image (originals
-kept, test untouched).
+kept, validation and test untouched).
 
     spark-submit training/jobs/augment.py --workload mnist_elastic_cnn --augment-copies 1 --alpha 34 --sigma 4
 """
@@ -17,6 +17,7 @@ import pyarrow as pa
 from training import storage
 from training.augment import elastic
 from training.console import step
+from training.contract import EVALUATION_SPLITS
 from training.datasets import image_records, mnist
 from training.jobs.spark_records import SPARK_IMAGE_SCHEMA, split_statistics, write_parquet
 
@@ -84,11 +85,13 @@ def augment_dataset(
         )
         with step(log, f"deforming {source_manifest['splits']['train']['rows']} training images × {copies}"):
             write_parquet(train.mapInArrow(deform, SPARK_IMAGE_SCHEMA), staging, "train")
-        with step(log, "copying the test split (never augmented)"):
-            write_parquet(spark.read.schema(SPARK_IMAGE_SCHEMA).parquet(storage.join(source, "test")), staging, "test")
+        for split in EVALUATION_SPLITS:
+            with step(log, f"copying the {split} split (never augmented)"):
+                write_parquet(spark.read.schema(SPARK_IMAGE_SCHEMA).parquet(storage.join(source, split)), staging,
+                              split)
         splits = {
             split: split_statistics(spark.read.parquet(storage.join(staging.uri, split)), mnist.NUM_CLASSES)
-            for split in ("train", "test")
+            for split in ("train", *EVALUATION_SPLITS)
         }
         _write_preview(staging, source, shape, augmentation)
         return {
@@ -126,8 +129,8 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
                                         spec.sigma, spec.seed, overwrite)
     verb = "published" if created else "already complete, nothing to do:"
     splits = manifest["splits"]
-    log.info("%s %s (train %d rows, test %d rows, data_version %s)", verb, manifest["uri"],
-             splits["train"]["rows"], splits["test"]["rows"], manifest["data_version"])
+    log.info("%s %s (train %d rows, validation %d rows, test %d rows, data_version %s)", verb, manifest["uri"],
+             splits["train"]["rows"], splits["validation"]["rows"], splits["test"]["rows"], manifest["data_version"])
     return manifest["uri"]
 
 

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
-from training import sharding, storage, tracking
+from training import machine_speed, sharding, storage, tracking
 from training.config import RunSpec, RunSpecError, shard_rows
-from training.contract import INGEST_REPORT_FILE, RESULT_FILE, RUN_SPEC_FILE
+from training.contract import EVALUATION_SPLITS, INGEST_REPORT_FILE, RESULT_FILE, RUN_SPEC_FILE, VALIDATION_SPLIT
 from training.datasets.image_records import require_records
 from training.models import model_files
 from training.strategies import get_strategy
@@ -34,17 +35,21 @@ def check_inputs(spec: RunSpec) -> tuple[dict[str, Any], dict[str, Any]]:
     """Validate the spec against its datasets before any Spark work; returns (augmented, shards) manifests."""
     spec.validate()
     augmented = require_records(spec.augmented_uri())
-    require_test_examples(augmented)
+    require_evaluation_examples(augmented)
     shards = storage.require_manifest(spec.shards_uri(), sharding.DATASET_KIND)
     spec.validate_shards(shards["num_shards"], shard_rows(shards))
     return augmented, shards
 
 
-def require_test_examples(manifest: dict[str, Any]) -> None:
-    """Training measures accuracy on the test split as it goes and evaluate reports it: an empty one is refused."""
-    if not manifest["splits"]["test"]["rows"]:
-        raise RunSpecError(f"{manifest['uri']}: the test split is empty, so accuracy cannot be measured; give the "
-                           "corpus test clips (its testing_list.txt, or speakers the split rule puts in test)")
+def require_evaluation_examples(manifest: dict[str, Any]) -> None:
+    """Training measures accuracy on the validation split as it goes, evaluate on the test split once at the end:
+    a dataset without both is refused."""
+    for split in EVALUATION_SPLITS:
+        if not (manifest["splits"].get(split) or {}).get("rows"):
+            raise RunSpecError(f"{manifest['uri']}: the {split} split is empty or missing, so accuracy cannot be "
+                               f"measured; give the corpus {split} examples (Speech Commands: its "
+                               f"{'validation' if split == VALIDATION_SPLIT else 'testing'}_list.txt, or speakers "
+                               f"the split rule puts there; MNIST: ingest it again)")
 
 
 def _recorded_spec(spec: RunSpec) -> dict[str, Any] | None:
@@ -80,13 +85,20 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
     if record is None:
         log.info("training %s with %s on %d workers (%s), %d epochs", spec.workload, spec.strategy,
                  spec.total_workers, spec.config, spec.epochs)
+        speed_before, started_at = machine_speed.matmul_gflops(), time.time()
         result = get_strategy(spec.strategy).train(
-            spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), "test"), spec.run_uri(), spark)
+            spec, spec.shards_uri(), EvaluationSet(spec.augmented_uri(), VALIDATION_SPLIT), spec.run_uri(), spark)
+        finished_at, speed_after = time.time(), machine_speed.matmul_gflops()
         # Where it ran, as MLflow tags: the master and (on YARN) the application id to find its logs by.
         result.extra.update({"spark_master": spark.sparkContext.master,
-                             "spark_application_id": spark.sparkContext.applicationId})
+                             "spark_application_id": spark.sparkContext.applicationId,
+                             "machine_gflops_before": round(speed_before, 1),
+                             "machine_gflops_after": round(speed_after, 1)})
+        # What a speedup against this run is allowed to divide by (machine_speed): the machine as it trained.
+        result.metrics["machine_gflops"] = (speed_before + speed_after) / 2
         record = {"result": result.to_mapping(), "data_version": augmented["data_version"],
-                  "model_version": model_files.model_manifest(result.model_uri)["data_version"]}
+                  "model_version": model_files.model_manifest(result.model_uri)["data_version"],
+                  "started_at": started_at, "finished_at": finished_at}
         storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     result = TrainingResult.from_mapping(record["result"])
     shard_manifest = {key: value for key, value in shards.items() if key != "files"}
@@ -94,7 +106,8 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
     ingest_report = storage.read_json(storage.join(spec.raw_uri(), INGEST_REPORT_FILE))
     if ingest_report is not None:  # speech ingestion lists every skipped clip and why
         artifacts[INGEST_REPORT_FILE] = _json_bytes(ingest_report)
-    record["mlflow_run_id"] = tracking.log_training(spec, result, record["data_version"], artifacts)
+    record["mlflow_run_id"] = tracking.log_training(spec, result, record["data_version"], artifacts,
+                                                    started_at=record.get("started_at"))
     storage.write_json(storage.join(spec.run_uri(), RESULT_FILE), record)
     final = result.epochs[-1]
     if result.resumed_from_epoch:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from training.contract import VALIDATION_SPLIT
+
 if TYPE_CHECKING:
     import numpy as np
     from pyspark.sql import SparkSession
@@ -19,10 +21,11 @@ class TrainingInterruptedError(RuntimeError):
 
 @dataclass(frozen=True)
 class EvaluationSet:
-    """What a strategy measures val_accuracy on: one split of a dataset, read through the workload."""
+    """What a strategy measures val_accuracy on: one split of a dataset — its validation split; the test split is
+    the evaluate step's, read once at the end — read through the workload."""
 
     dataset_uri: str
-    split: str = "test"
+    split: str = VALIDATION_SPLIT
 
     def load(self, workload: Any) -> tuple[np.ndarray, np.ndarray]:
         """(inputs, labels) in the model's layout, from the workload ``training.workloads.workload_for`` returned."""

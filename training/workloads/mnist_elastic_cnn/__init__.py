@@ -26,10 +26,12 @@ MAX_IMAGE_LIMIT = 10_000_000
 
 SETTINGS = (
     Setting("train_limit", int, 0, "Training images (0 = all)",
-            "Keep only the first N training images: quick runs and tests. 0 uses all 60,000.", DATA, minimum=0,
-            maximum=MAX_IMAGE_LIMIT),
-    Setting("test_limit", int, 0, "Test images (0 = all)", "Keep only the first N test images.", DATA, minimum=0,
-            maximum=MAX_IMAGE_LIMIT),
+            "Keep only the first N training images: quick runs and tests. 0 uses all 50,000 (the training file's "
+            "other 10,000 are the validation split).", DATA, minimum=0, maximum=MAX_IMAGE_LIMIT),
+    Setting("test_limit", int, 0, "Validation and test images (0 = all)",
+            "Keep only the first N images of the validation split (which measures accuracy while training: "
+            "time to target, the learning curves) and of the test split (read once, by evaluate). 0 keeps "
+            "10,000 of each.", DATA, minimum=0, maximum=MAX_IMAGE_LIMIT),
     Setting("alpha", float, DEFAULT_ALPHA, "α (displacement scale, pixels)",
             "Scale of the smoothed random displacement field (Simard et al. 2003 use 34).", AUGMENTATION,
             minimum=0, maximum=1000),
@@ -73,9 +75,10 @@ ONLINE_ELASTIC_ONLY = ("elastic_fraction", "rotation_degrees", "scale_jitter", "
 
 
 def raw_uri(spec: RunSpec) -> str:
-    """The ingested MNIST; a slice (first N images) gets its own name."""
+    """The ingested MNIST with its validation split (``raw-val``: a dataset ingested before there was one keeps
+    its name, ``raw``, and is left alone); a slice (first N images) gets its own name."""
     suffix = f"-train{spec.train_limit}-test{spec.test_limit}" if spec.train_limit or spec.test_limit else ""
-    return f"{spec.resolved_data_root().rstrip('/')}/mnist/raw{suffix}"
+    return f"{spec.resolved_data_root().rstrip('/')}/mnist/raw-val{suffix}"
 
 
 def elastic_uri(spec: RunSpec) -> str:

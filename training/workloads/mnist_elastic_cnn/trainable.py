@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 
 def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
-    """Validate the IDX files of the run's source and publish them as Parquet (train/test)."""
+    """Validate the IDX files of the run's source and publish them as Parquet (train/validation/test)."""
     return mnist.ingest(spec.resolved_data_source(), spec.raw_uri(), overwrite, spec.train_limit, spec.test_limit)
 
 

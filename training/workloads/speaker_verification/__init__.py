@@ -84,19 +84,21 @@ DEFAULTS = {"data_source": keyword_spotting.SYNTHETIC_SOURCE, "speakers": 300, "
 
 
 def clips_uri(spec: RunSpec) -> str:
-    """Clips labelled by speaker, with their trial lists: ``…/speech_commands/<source>/speakers-enroll3`` (+
+    """Clips labelled by speaker, with their trial lists and a validation split (``speakers-val``; a dataset made
+    before there was one keeps its name): ``…/speech_commands/<source>/speakers-val-enroll3`` (+
     ``-resampled``, + ``-heldout-<hash>`` when voice families are held out of training)."""
     suffix = "-resampled" if spec.resample else ""
     held_out = keyword_spotting.held_out_families(spec)
     if held_out:
         suffix += "-heldout-" + hashlib.sha1(",".join(held_out).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")
-    return (f"{root}/speech_commands/{keyword_spotting.source_id(spec)}/speakers-enroll"
+    return (f"{root}/speech_commands/{keyword_spotting.source_id(spec)}/speakers-val-enroll"
             f"{spec.enrollment_utterances}{suffix}")
 
 
 def features_uri(spec: RunSpec) -> str:
-    """Beside the clips, one per feature kind: ``speakers-enroll3`` becomes ``speakers-enroll3-mfcc-k0-seed0``."""
+    """Beside the clips, one per feature kind: ``speakers-val-enroll3`` becomes
+    ``speakers-val-enroll3-mfcc-k0-seed0``."""
     return f"{clips_uri(spec)}-{spec.features}-k{spec.augment_copies}-seed{spec.seed}"
 
 

@@ -119,14 +119,17 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     mlflow_client = tracking.client(whole.resolved_tracking_uri())
     for model in MODEL_FEATURES:
         record = branch_record(whole, model)
-        branch_metrics = mlflow_client.get_run(record["mlflow_run_id"]).data.metrics
+        branch_run = mlflow_client.get_run(record["mlflow_run_id"]).data
+        branch_metrics = branch_run.metrics
         tags[f"{model}_run_id"] = record["mlflow_run_id"]
         if record.get("stages"):  # model A transferred from a keyword spotter: one run per stage
             tags[f"{model}_stages"] = " → ".join(stage.rsplit("/", 1)[-1] for stage in record["stages"])
         models[model] = {"mlflow_run_id": record["mlflow_run_id"], "features": MODEL_FEATURES[model],
                          **{name: branch_metrics[name] for name in
                             ("model_parameters", "test_accuracy", "training_seconds", "wall_seconds", "speedup",
-                             "samples_per_second_mean", "time_to_target_seconds") if name in branch_metrics}}
+                             "samples_per_second_mean", "time_to_target_seconds") if name in branch_metrics},
+                         **({"speedup_withheld": branch_run.tags[tracking.SPEEDUP_WITHHELD_TAG]}
+                            if tracking.SPEEDUP_WITHHELD_TAG in branch_run.tags else {})}
         for name, value in models[model].items():
             if isinstance(value, float):
                 metrics[f"{model}_{name}"] = value
@@ -194,11 +197,12 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
         lines.append(f"fused EER by enrollment utterances: {', '.join(sweep)} (the run's: "
                      f"{spec.enrollment_utterances})")
     for model, facts in evaluation["models"].items():
-        speed = (f"speedup {facts['speedup']:.2f}x over its 1-worker run" if "speedup" in facts and
-                 spec.total_workers > 1 else "a 1-worker baseline" if spec.total_workers == 1 else
+        speed = ("a 1-worker baseline" if spec.total_workers == 1 else
+                 f"no speedup shown: {facts['speedup_withheld']}" if "speedup_withheld" in facts else
+                 f"speedup {facts['speedup']:.2f}x (wall time) over its 1-worker run" if "speedup" in facts else
                  "no 1-worker run to compare with yet")
         lines.append(f"  {model}: {int(facts.get('model_parameters', 0)):,} parameters, speaker accuracy "
-                     f"{100 * facts.get('test_accuracy', math.nan):.1f} % on held-out clips, training "
+                     f"{100 * facts.get('test_accuracy', math.nan):.1f} % on held-out test clips, training "
                      f"{facts.get('training_seconds', math.nan):.0f} s ({facts.get('wall_seconds', math.nan):.0f} s "
                      f"wall, with start-up and the per-epoch dev EER), {speed} (MLflow run {facts['mlflow_run_id']})")
     stages = evaluation.get("tags", {}).get(f"{MODEL_A}_stages")

@@ -130,7 +130,8 @@ def score_model(spec: RunSpec, model: str) -> dict[str, Any]:
                    "model_parameters": float(manifest["model_parameters"]),
                    "embedding_dim": float(manifest["embedding_dim"]), "training_speakers": float(workload.num_classes)}
         tracking.log_evaluation(branch, record["mlflow_run_id"], metrics, {}, model=embedder,
-                                example_inputs=model_inputs(images[:4]).numpy())
+                                example_inputs=model_inputs(images[:4]).numpy(),
+                                training_finished_at=record.get("finished_at"))
         storage.write_json(done, {"mlflow_run_id": record["mlflow_run_id"], "metrics": metrics})
         log.info("%s: speaker-classification accuracy %.2f%% on the training speakers' held-out clips, %s "
                  "parameters; embedder logged to MLflow run %s", model, 100 * metrics["test_accuracy"],
