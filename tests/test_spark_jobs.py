@@ -18,10 +18,11 @@ pytestmark = pytest.mark.spark
 
 
 def publish_mnist_slice(destination: str, train_rows: int, test_rows: int) -> dict:
-    """A raw dataset holding the first rows of the real MNIST, published like `cloudburst ingest`."""
-    splits, _ = mnist.load(str(mnist.VENDORED_SOURCE))
+    """A raw dataset holding the first rows of the real MNIST's splits, published like `cloudburst ingest`."""
+    splits = mnist.with_validation_split(mnist.load(str(mnist.VENDORED_SOURCE))[0])
     sliced = {
         "train": ImageBatch(*(column[:train_rows] for column in vars(splits["train"]).values())),
+        "validation": ImageBatch(*(column[:test_rows] for column in vars(splits["validation"]).values())),
         "test": ImageBatch(*(column[:test_rows] for column in vars(splits["test"]).values())),
     }
 
@@ -172,8 +173,8 @@ def test_sharding_the_real_mnist_is_complete_disjoint_and_stratified(spark, tmp_
     manifest, _ = shard_dataset(spark, raw, destination, num_shards=4, seed=0)
     indices = [sharding.read_shard(destination, shard).column("index").to_numpy() for shard in range(4)]
     everything = np.concatenate(indices)
-    assert len(everything) == 60_000
-    assert np.array_equal(np.sort(everything), np.arange(60_000))
+    assert len(everything) == 50_000  # the training split: the file's last 10,000 are validation
+    assert np.array_equal(np.sort(everything), np.arange(50_000))
     histograms = np.array([shard["class_histogram"] for shard in manifest["shards"]])
     assert histograms.sum(axis=0).tolist() == storage.require_manifest(raw)["splits"]["train"]["class_histogram"]
     assert (histograms.max(axis=0) - histograms.min(axis=0)).max() <= 1

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EMBEDDING_SPLITS = ("train", "test", "sv_dev", "sv_eval")  # every clip of the corpus, once (train: copy 0)
+EMBEDDING_SPLITS = ("train", "validation", "test", "sv_dev", "sv_eval")  # every clip, once (train: copy 0)
 EMBEDDING_BATCH = 256
 
 
