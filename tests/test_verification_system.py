@@ -300,6 +300,19 @@ HOSTILE_VALUES = [None, True, -1, 1e308, float("nan"), "x" * 300, [], {}, [None]
 VALID_AMONG_THEM = {"cohort_top": (None,), "thresholds": (None, [], {}, {"a": 1}), "offset": (-1, 1e308)}
 
 
+def hostile_manifests(root: Path, key: str, in_fusion: bool = False):
+    """The manifest with ``key`` (of the fusion, or of the manifest) set to each hostile value in turn, skipping the
+    ones valid there; yields the value."""
+    original = (root / "_manifest.json").read_text()
+    for value in HOSTILE_VALUES:
+        if any(value is valid or value == valid for valid in VALID_AMONG_THEM.get(key, ())):
+            continue
+        (root / "_manifest.json").write_text(original)
+        edit_manifest(root, lambda manifest, value=value: (manifest["fusion"] if in_fusion else manifest).update(
+            {key: value}))
+        yield value
+
+
 @pytest.mark.parametrize("key", ["models", "features", "embedders", "fusion", "cohort_top", "thresholds", "files",
                                  "system_format", "kind"])
 def test_any_manifest_entry_of_any_wrong_type_is_refused_as_a_system_error(system_dir, tmp_path, key):
@@ -308,12 +321,7 @@ def test_any_manifest_entry_of_any_wrong_type_is_refused_as_a_system_error(syste
     from training import storage as storage_module
 
     root = copy_system(system_dir, tmp_path / "system")
-    original = (root / "_manifest.json").read_text()
-    for value in HOSTILE_VALUES:
-        if any(value is valid or value == valid for valid in VALID_AMONG_THEM.get(key, ())):
-            continue
-        (root / "_manifest.json").write_text(original)
-        edit_manifest(root, lambda manifest, value=value: manifest.update({key: value}))
+    for value in hostile_manifests(root, key):
         with pytest.raises(storage_module.DatasetError) as refusal:
             load_system(str(root))
         assert str(root) in str(refusal.value) and len(str(refusal.value).splitlines()) == 1, (value, refusal.value)
@@ -324,11 +332,7 @@ def test_any_fusion_entry_of_any_wrong_type_is_refused(system_dir, tmp_path, key
     from training import storage as storage_module
 
     root = copy_system(system_dir, tmp_path / "system")
-    original = (root / "_manifest.json").read_text()
-    for value in HOSTILE_VALUES:
-        if any(value is valid or value == valid for valid in VALID_AMONG_THEM.get(key, ())):
-            continue
-        (root / "_manifest.json").write_text(original)
-        edit_manifest(root, lambda manifest, value=value: manifest["fusion"].update({key: value}))
-        with pytest.raises(storage_module.DatasetError, match="fusion"):
+    for value in hostile_manifests(root, key, in_fusion=True):
+        with pytest.raises(storage_module.DatasetError, match="fusion") as refusal:
             load_system(str(root))
+        assert len(str(refusal.value).splitlines()) == 1, (value, refusal.value)

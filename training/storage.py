@@ -147,13 +147,18 @@ def read_manifest(location: str) -> dict[str, Any] | None:
         content = handle.read(MAX_MANIFEST_BYTES + 1)
     if len(content) > MAX_MANIFEST_BYTES:
         raise DatasetError(f"{shown}: larger than the {MAX_MANIFEST_BYTES:,} bytes a manifest may hold")
+    return _json_object(content, shown, "; publish it again")
+
+
+def _json_object(content: bytes, shown: str, advice: str = "") -> dict[str, Any]:
+    """A JSON document that must be an object; a DatasetError naming ``shown`` for anything else."""
     try:
-        manifest = json.loads(content)
+        document = json.loads(content)
     except (ValueError, RecursionError) as error:
-        raise DatasetError(f"{shown}: damaged, not valid JSON ({str(error)[:100]}); publish it again") from None
-    if not isinstance(manifest, dict):
-        raise DatasetError(f"{shown}: damaged, not a JSON object; publish it again")
-    return manifest
+        raise DatasetError(f"{shown}: damaged, not valid JSON ({str(error)[:100]}){advice}") from None
+    if not isinstance(document, dict):
+        raise DatasetError(f"{shown}: damaged, not a JSON object{advice}")
+    return document
 
 
 def require_manifest(location: str, kind: str | None = None) -> dict[str, Any]:
@@ -406,11 +411,4 @@ def read_json(uri: str) -> dict[str, Any] | None:
     if not where.fs.exists(where.path):
         return None
     with where.fs.open(where.path, "rb") as handle:
-        content = handle.read()
-    try:
-        document = json.loads(content)
-    except (ValueError, RecursionError) as error:
-        raise DatasetError(f"{where.uri}: damaged, not valid JSON ({str(error)[:100]})") from None
-    if not isinstance(document, dict):
-        raise DatasetError(f"{where.uri}: damaged, not a JSON object")
-    return document
+        return _json_object(handle.read(), where.uri)
