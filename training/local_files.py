@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 
 class UnreadableFileError(ValueError):
@@ -44,25 +45,31 @@ def require_regular_file(path: str | Path) -> os.stat_result:
     return status
 
 
-def read_regular_file(path: str | Path, max_bytes: int, what: str = "file") -> bytes:
-    """The whole content of a regular file of at most ``max_bytes``; UnreadableFileError naming the file
-    otherwise. ``what`` names the kind of file in the size message ("WAV file", "model file")."""
+def open_regular_file(path: str | Path) -> BinaryIO:
+    """``path`` opened for reading without blocking and checked on the open descriptor to be a regular file;
+    UnreadableFileError naming it otherwise."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except (OSError, ValueError) as error:
         raise UnreadableFileError(f"{path}: cannot be read ({getattr(error, 'strerror', None) or error})") from None
-    status = os.fstat(descriptor)
-    if not stat.S_ISREG(status.st_mode):
+    mode = os.fstat(descriptor).st_mode
+    if not stat.S_ISREG(mode):
         os.close(descriptor)
-        raise UnreadableFileError(f"{path}: {_kind(status.st_mode)}, not a regular file; only regular files are read")
-    with os.fdopen(descriptor, "rb") as handle:
-        if status.st_size > max_bytes:
-            raise UnreadableFileError(f"{path}: {status.st_size:,} bytes, more than the {max_bytes:,} a {what} may "
-                                      "hold here")
+        raise UnreadableFileError(f"{path}: {_kind(mode)}, not a regular file; only regular files are read")
+    return os.fdopen(descriptor, "rb")
+
+
+def read_regular_file(path: str | Path, max_bytes: int, what: str = "file") -> bytes:
+    """The whole content of a regular file of at most ``max_bytes``; UnreadableFileError naming the file
+    otherwise. ``what`` names the kind of file in the size message ("WAV file", "model file")."""
+    with open_regular_file(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise UnreadableFileError(f"{path}: {size:,} bytes, more than the {max_bytes:,} a {what} may hold here")
         try:
-            content = handle.read(status.st_size + 1)  # +1: a file that grew since fstat is caught below
+            content = handle.read(size + 1)  # +1: a file that grew since fstat is caught below
         except OSError as error:
             raise UnreadableFileError(f"{path}: cannot be read ({error.strerror or error})") from None
-    if len(content) > status.st_size:
+    if len(content) > size:
         raise UnreadableFileError(f"{path}: grew while being read; read it again once it is written")
     return content

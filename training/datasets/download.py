@@ -11,9 +11,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import logging
-import os
 import re
-import stat
 import urllib.error
 import urllib.request
 from collections.abc import Iterable
@@ -65,20 +63,12 @@ def check_size(name: str, size: int, expected_size: int | None, origin: str = ""
 
 
 def open_local_file(path: str | Path, name: str = "") -> BinaryIO:
-    """A local regular file opened for reading; a storage.DatasetError naming it for anything else (a FIFO, a
-    device, a directory), checked before the open and again on the open descriptor."""
+    """A local regular file opened for reading; a storage.DatasetError naming it (as ``name``, when given) for
+    anything else — a FIFO, a device, a directory — checked on the open descriptor (training.local_files)."""
     try:
-        local_files.require_regular_file(path)
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return local_files.open_regular_file(path)
     except local_files.UnreadableFileError as error:
-        reason = str(error).removeprefix(f"{path}: ")
-        raise storage.DatasetError(f"{name or path}: {reason}") from None
-    except OSError as error:
-        raise storage.DatasetError(f"{name or path}: cannot be read ({error.strerror})") from None
-    if not stat.S_ISREG(os.fstat(descriptor).st_mode):  # replaced since the check
-        os.close(descriptor)
-        raise storage.DatasetError(f"{name or path}: not a regular file; only regular files are read")
-    return os.fdopen(descriptor, "rb")
+        raise storage.DatasetError(f"{name or path}: {str(error).removeprefix(f'{path}: ')}") from None
 
 
 def verify_file(path: Path, name: str = "", expected_sha256: str = "", expected_size: int | None = None) -> Fetched:

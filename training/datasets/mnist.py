@@ -166,7 +166,6 @@ def _read_local(path: Path, max_bytes: int | None = None, what: str = "dataset f
     if not os.path.lexists(path):
         return None
     try:
-        local_files.require_regular_file(path)  # first: read_regular_file's fdopen fails on a directory unexplained
         return local_files.read_regular_file(path, MAX_FILE_BYTES if max_bytes is None else max_bytes, what)
     except local_files.UnreadableFileError as error:
         raise storage.DatasetError(str(error)) from None

@@ -317,7 +317,7 @@ def _voice_families(root: Path, max_file_bytes: int) -> dict[str, str]:
     if not os.path.lexists(manifest_file):
         return {}
     try:
-        manifest = json.loads(_read_regular_file(manifest_file, max_file_bytes, "manifest"))
+        manifest = json.loads(local_files.read_regular_file(manifest_file, max_file_bytes, "manifest"))
     except ValueError as error:  # not a regular file, or not JSON: a stray file, not one of our corpora
         log.warning("%s: ignoring %s (%s)", root, storage.MANIFEST_NAME, _reason(error, manifest_file))
         return {}
@@ -342,18 +342,12 @@ def _skip_unread(scan: Scan, path: str, reason: str) -> None:
 def _text_of(path: Path, shown: str) -> str:
     """A list file's text: a regular file of at most MAX_LIST_BYTES, UTF-8 (a byte-order mark is dropped)."""
     try:
-        return _read_regular_file(path, MAX_LIST_BYTES, "list file").decode("utf-8-sig")
+        return local_files.read_regular_file(path, MAX_LIST_BYTES, "list file").decode("utf-8-sig")
     except local_files.UnreadableFileError as error:
         raise storage.DatasetError(f"{shown}: {_reason(error, path)}") from None
     except UnicodeDecodeError as error:
         raise storage.DatasetError(f"{shown} is not UTF-8 text (byte {error.start}: {error.reason}); it must list "
                                    f"one clip path per line") from error
-
-
-def _read_regular_file(path: Path, max_bytes: int, what: str) -> bytes:
-    """The file's bytes; UnreadableFileError unless it is a regular file of at most ``max_bytes``."""
-    local_files.require_regular_file(path)  # first: read_regular_file's fdopen fails on a directory unexplained
-    return local_files.read_regular_file(path, max_bytes, what)
 
 
 def _reason(error: Exception, path: Path) -> str:
@@ -372,7 +366,7 @@ def _read_checked(path: Path, relative: str, resample: bool, scan: Scan, max_byt
     """A file's samples at 16 kHz, or None after recording why it was skipped; every file read counts in the
     content id."""
     try:
-        data = _read_regular_file(path, max_bytes, "WAV file")
+        data = local_files.read_regular_file(path, max_bytes, "WAV file")
     except local_files.UnreadableFileError as error:
         _skip_unread(scan, relative, _reason(error, path))
         return None
