@@ -69,7 +69,7 @@ for config in $configs; do spec_of "$config" json > /dev/null; done  # every con
 
 infra/airflow-ready.sh demo  # the metadata database, once and under a lock
 expected="a few minutes"
-[[ -n "${DEMO_PRESET:-}" ]] && expected="35-90 min"  # the full preset: 70 epochs of the deeper CNN (README)
+[[ -n "${DEMO_PRESET:-}" ]] && expected="30-60 min"  # the full preset: 70 epochs of the deeper CNN (README)
 echo "[demo] $dag_id, configurations: $configs; full log: $log ($expected per configuration on 2 cores)"
 started=$(date +%s)
 : > "$log"

@@ -20,7 +20,7 @@ def test_the_full_mnist_preset_fills_its_settings_and_a_flag_given_wins():
     assert (full.augment_copies, full.epochs, full.learning_rate_decay) == (0, 70, "cosine")
     assert (full.online_elastic, full.elastic_fraction, full.evaluations_per_epoch) == (True, 0.5, 1)
     assert (full.convolutions_per_stage, full.dense_units, full.batch_norm) == (2, 256, True)
-    assert (full.rotation_degrees, full.scale_jitter, full.shift_pixels) == (10.0, 0.1, 2.0)
+    assert (full.rotation_degrees, full.scale_jitter, full.shift_pixels) == (10.0, 0.1, 0.0)
     assert full.batch_size_per_worker == RunSpec().batch_size_per_worker  # what it does not name is the default
     assert parsed("--preset", "full", "--epochs", "3").epochs == 3
     assert parsed("--epochs", "3").augment_copies == RunSpec().augment_copies  # no preset, no change

@@ -137,13 +137,12 @@ DEFINITION = WorkloadDefinition(
     tags=("mnist",),
     # "full": for accuracy, not speed — the deeper CNN (two 3×3 convolutions a stage, 256 dense units) with batch
     # normalization (330,538 parameters), every batch's images deformed afresh with probability ½ (no stored
-    # copies), each of those also rotated by up to ±10°, scaled by 1 ± 0.1 and shifted by up to ±2 pixels, 70 epochs
-    # of the 60,000 and Adam's rate along a half cosine to 0 (learning_rate_decay applies under Horovod; 1 × 1 is
-    # plain Keras). Simard et al. 2003 reached 99.6 % with elastic deformations; README "The full preset" has what
-    # was measured here (99.67 %; without the shift and batch normalization 99.64 %, with batch normalization alone
-    # 99.63 %).
+    # copies), each of those also rotated by up to ±10° and scaled by 1 ± 0.1, 70 epochs of the 50,000 training
+    # images and Adam's rate along a half cosine to 0 (learning_rate_decay applies under Horovod; 1 × 1 is plain
+    # Keras). Batch normalization and no shift were chosen on the validation split (README "The full preset");
+    # measured: 99.57 % test accuracy. Simard et al. 2003 reached 99.6 % with elastic deformations.
     presets={"full": {"augment_copies": 0, "online_elastic": True, "elastic_fraction": 0.5, "epochs": 70,
                       "learning_rate_decay": "cosine", "evaluations_per_epoch": 1,
                       "convolutions_per_stage": 2, "dense_units": 256, "batch_norm": True,
-                      "rotation_degrees": 10.0, "scale_jitter": 0.1, "shift_pixels": 2.0}},
+                      "rotation_degrees": 10.0, "scale_jitter": 0.1, "shift_pixels": 0.0}},
 )
