@@ -29,6 +29,16 @@ def matmul_gflops(seconds: float = MEASURE_SECONDS, size: int = MATRIX_SIZE) -> 
     return 2 * size**3 * products / elapsed / 1e9
 
 
+def bf16_hardware(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AMX tiles or AVX512-BF16): read, never assumed."""
+    try:
+        with open(cpuinfo, encoding="ascii", errors="replace") as lines:
+            flags = next((line for line in lines if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
 def difference(first: float, second: float) -> float:
     """How far apart two measures are, as a share of the larger."""
     return abs(first - second) / max(first, second)

@@ -30,6 +30,7 @@ ADVANCED = "Advanced"
 STRATEGIES = ("horovod", "downpour", "averaging")
 OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
+PRECISIONS = ("float32", "mixed_bfloat16")  # Keras dtype policies
 # A run name is a directory on every file system and HDFS: a letter or digit first, so never ".", "..", a hidden
 # name (staging copies are ".<name>.tmp-…") or a flag ("-x").
 RUN_NAME_PATTERN = r"[A-Za-z0-9][A-Za-z0-9_.-]*"
@@ -287,6 +288,13 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "near 0.1), sgd, or momentum (SGD with momentum 0.9). Downpour's workers step with server_optimizer "
             "instead, so a downpour run refuses any value here but the default.",
             TRAINING, choices=OPTIMIZERS),
+    Setting("precision", str, "float32", "Compute precision",
+            "float32, or mixed_bfloat16: every layer computes in bfloat16 while the weights, the optimizer and the "
+            "loss stay float32 (Keras' mixed precision; saved models are float32 weights, evaluated in float32). "
+            "Only where the CPU multiplies bfloat16 itself (AMX or AVX512-BF16, read from /proc/cpuinfo): a worker "
+            "without it refuses to train. Faster for some models, not others (make bench-roofline measures "
+            "each), and it cost MNIST about 0.1 point of validation accuracy (README, Benchmarks).",
+            TRAINING, choices=PRECISIONS),
     Setting("warmup_epochs", int, 1, "Warm-up epochs",
             "Epochs over which the learning rate ramps from the one-worker value to the scaled one.", TRAINING,
             minimum=0, maximum=1000),

@@ -20,6 +20,7 @@ from training.config import RunSpec, RunSpecError, shard_rows
 from training.contract import EVALUATION_SPLITS, INGEST_REPORT_FILE, RESULT_FILE, RUN_SPEC_FILE, VALIDATION_SPLIT
 from training.datasets.image_records import require_records
 from training.models import model_files
+from training.models.precision import check_hardware
 from training.strategies import get_strategy
 from training.strategies.base import EvaluationSet, TrainingResult
 
@@ -173,6 +174,8 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     """The pipeline step (``overwrite`` does not apply: a run directory is resumed, never replaced). A run of
     several stages trains each as a run of its own; the last one's record becomes the run's."""
     check_inputs(spec)  # fail before the JVM starts
+    if (master or spec.spark_master or "local").startswith("local"):  # the workers run on this CPU
+        check_hardware(spec.precision)
     stages = training_stages(spec)  # refuses settings it cannot train before any training
     # A finished run (a retried task, the same DAG run again) is settled here: no Spark session, no YARN application.
     # Only read: a run that then fails to get its executors leaves no spec behind to refuse a retry with fewer nodes.

@@ -62,5 +62,8 @@ def load_function(reference: str):  # noqa: ANN201 - returns whatever the named 
 
 
 def workload_for(spec: RunSpec) -> Trainable:
-    """The trainable side of the run's workload (model builder, optimizer, readers): training environment only."""
-    return load_function(definition(spec.workload).trainable)(spec)
+    """The trainable side of the run's workload (model builder, optimizer, readers) at the run's compute precision:
+    training environment only."""
+    from training.models.precision import with_precision
+
+    return with_precision(load_function(definition(spec.workload).trainable)(spec), spec.precision)
