@@ -312,10 +312,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-profile", action="store_true", help="skip the profile of the slowest model")
     parser.add_argument("--float32-only", action="store_true", help="skip mixed_bfloat16 where the CPU has it")
     args = parser.parse_args(argv)
+    labels = [contender.label for contender in CONTENDERS]
+    unknown = [name for name in args.models.split(",") if name not in labels]
+    if unknown:
+        parser.error(f"--models: {', '.join(map(repr, unknown))} not among {', '.join(labels)}")
+    if args.repeats < 1 or args.threads < 1 or args.window_seconds <= 0:
+        parser.error("--repeats and --threads must be ≥ 1, --window-seconds > 0")
     chosen = [contender for contender in CONTENDERS if contender.label in args.models.split(",")]
-    if not chosen or args.repeats < 1 or args.threads < 1 or args.window_seconds <= 0:
-        parser.error(f"--models names none of: {', '.join(contender.label for contender in CONTENDERS)}"
-                     if not chosen else "--repeats and --threads must be ≥ 1, --window-seconds > 0")
     import tensorflow as tf
 
     from training.strategies.placement import configure_tensorflow_threads

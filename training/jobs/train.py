@@ -174,8 +174,6 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     """The pipeline step (``overwrite`` does not apply: a run directory is resumed, never replaced). A run of
     several stages trains each as a run of its own; the last one's record becomes the run's."""
     check_inputs(spec)  # fail before the JVM starts
-    if (master or spec.spark_master or "local").startswith("local"):  # the workers run on this CPU
-        check_hardware(spec.precision)
     stages = training_stages(spec)  # refuses settings it cannot train before any training
     # A finished run (a retried task, the same DAG run again) is settled here: no Spark session, no YARN application.
     # Only read: a run that then fails to get its executors leaves no spec behind to refuse a retry with fewer nodes.
@@ -185,6 +183,8 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
         log.info("run %s already trained%s and tracked (MLflow run %s): nothing to do", spec.run_name, in_stages,
                  finished)
         return spec.run_uri()
+    if (master or spec.spark_master or "local").startswith("local"):  # the workers would run on this CPU
+        check_hardware(spec.precision)
     if stages == [spec]:
         train_and_stop(spec, master)
         return spec.run_uri()

@@ -13,7 +13,6 @@ from typing import Any
 
 from training.machine_speed import bf16_hardware
 from training.settings import RunSpecError
-from training.workloads.base import Trainable
 
 FLOAT32 = "float32"
 
@@ -25,13 +24,14 @@ def check_hardware(precision: str) -> None:
                            f"avx512_bf16 flag in /proc/cpuinfo); train with precision={FLOAT32}")
 
 
-def with_precision(trainable: Trainable, precision: str) -> Trainable:
-    """``trainable`` whose ``build_model`` builds under ``precision``'s Keras policy (set each time: a Spark worker
-    process is reused by later tasks) and whose loss reads float32 outputs."""
-    if precision == FLOAT32:
-        return dataclasses.replace(trainable, build_model=built_under(FLOAT32, trainable.build_model))
-    return dataclasses.replace(trainable, build_model=built_under(precision, trainable.build_model),
-                               loss=float32_outputs(trainable.make_loss))
+def with_precision(trainable: Any, precision: str) -> Any:
+    """``trainable`` (a workloads.base.Trainable, not imported: the workloads package imports this module) whose
+    ``build_model`` builds under ``precision``'s Keras policy (set each time: a Spark worker process is reused by
+    later tasks) and whose loss reads float32 outputs."""
+    changes: dict[str, Any] = {"build_model": built_under(precision, trainable.build_model)}
+    if precision != FLOAT32:
+        changes["loss"] = float32_outputs(trainable.make_loss)
+    return dataclasses.replace(trainable, **changes)
 
 
 def built_under(policy: str, build_model: Any) -> Any:
