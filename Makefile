@@ -5,8 +5,13 @@ TRAINING_BIN := $(VENV)/training/bin
 AIRFLOW_BIN := $(VENV)/airflow/bin
 PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
+# STORE=postgres: Airflow's metadata and MLflow's store in this checkout's own PostgreSQL (infra/postgres.sh) for
+# demo, study, airflow-up and mlflow-ui; SQLite files under var/ are the default.
+ifdef STORE
+export CLOUDBURST_STORE := $(STORE)
+endif
 
-.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-scaling bench-roofline clean airflow-up airflow-down mlflow-ui
+.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-scaling bench-roofline clean airflow-up airflow-down mlflow-ui postgres-up postgres-down postgres-status
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -56,6 +61,15 @@ airflow-down:  ## stop them
 
 mlflow-ui: setup  ## MLflow UI in the foreground (Ctrl-C stops it)
 	infra/mlflow-ui.sh
+
+postgres-up: setup  ## this checkout's PostgreSQL for Airflow and MLflow (var/postgres, 127.0.0.1:5433); STORE=postgres uses it
+	infra/postgres.sh up
+
+postgres-down:  ## stop it
+	infra/postgres.sh down
+
+postgres-status:  ## one line
+	infra/postgres.sh status
 
 # Single-node Apache Hadoop 3.5 (HDFS + YARN) from Maven Central, on 127.0.0.1 only (infra/hadoop/).
 .PHONY: hadoop hadoop-up hadoop-down hadoop-status
@@ -115,7 +129,8 @@ bench-strategies: setup-training  ## Downpour, averaging, Horovod, Keras, Elepha
 bench-cluster: setup-training  ## MNIST on 3 namespace hosts at 10gbit, 1gbit, 100mbit: Horovod, Downpour n_push 1/4/16, averaging vs 1x1 and each strategy's own ceiling (root)
 	$(TRAINING_BIN)/python bench/cluster_links.py
 
-clean:  ## stop Hadoop, remove datasets and stores under var/ (environments and .cache stay)
+clean:  ## stop Hadoop and PostgreSQL, remove datasets and stores under var/ (environments and .cache stay)
 	infra/hadoop/hadoop.sh down
+	infra/postgres.sh down
 	-infra/cluster/netns.sh down
 	rm -rf var spark-warehouse metastore_db derby.log

@@ -2,6 +2,8 @@
 # Airflow settings for this checkout's embedded default (SQLite, LocalExecutor, Spark local[*], ./var for state).
 # Meant to be sourced, from any directory:   source infra/airflow-env.sh
 # It only exports variables; `airflow db migrate` is run by infra/airflow-services.sh, not here.
+# CLOUDBURST_STORE=postgres (make … STORE=postgres): Airflow's metadata and MLflow's store in this checkout's own
+# PostgreSQL (infra/postgres.sh, started by the scripts that need it) instead of SQLite files under var/.
 # Overrides: CLOUDBURST_AIRFLOW_PORT (default 8080), CLOUDBURST_AIRFLOW_HOST (default 127.0.0.1),
 # CLOUDBURST_WEBHDFS_PORT (the NameNode's HTTP port, default 9870), and any AIRFLOW_CONN_SPARK_DEFAULT /
 # AIRFLOW_CONN_WEBHDFS_DEFAULT / MLFLOW_TRACKING_URI already in the environment.
@@ -35,6 +37,17 @@ fi
 if [[ -z "${AIRFLOW_CONN_WEBHDFS_DEFAULT:-}" ]]; then
     export AIRFLOW_CONN_WEBHDFS_DEFAULT="{\"conn_type\":\"webhdfs\",\"host\":\"127.0.0.1\",\"port\":${CLOUDBURST_WEBHDFS_PORT:-9870}}"
 fi
+case "${CLOUDBURST_STORE:-sqlite}" in
+    sqlite) ;;
+    postgres)
+        # Only the lines' values: an Airflow or MLflow URI already in the environment wins, as for SQLite.
+        while IFS= read -r _cloudburst_line; do
+            _cloudburst_name="${_cloudburst_line#export }"; _cloudburst_name="${_cloudburst_name%%=*}"
+            [[ -n "${!_cloudburst_name:-}" && "$_cloudburst_name" != PGPASSFILE ]] || eval "$_cloudburst_line"
+        done < <("$_cloudburst_root/infra/postgres.sh" env)
+        unset _cloudburst_line _cloudburst_name ;;
+    *) echo "CLOUDBURST_STORE must be sqlite or postgres, not '${CLOUDBURST_STORE}'" >&2; return 1 ;;
+esac
 if [[ -z "${MLFLOW_TRACKING_URI:-}" ]]; then
     export MLFLOW_TRACKING_URI="sqlite:///$_cloudburst_root/var/mlflow/mlflow.db"
 fi

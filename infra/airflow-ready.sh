@@ -9,6 +9,9 @@ caller="${1:-airflow}"
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
 mkdir -p var/airflow
+if [[ "${CLOUDBURST_STORE:-sqlite}" == postgres ]]; then
+    infra/postgres.sh up
+fi
 if ! ( flock -w 600 9 || { echo "[$caller] var/airflow/setup.lock held for 10 min by another run" >&2; exit 1; }
        .venv/airflow/bin/airflow db migrate && .venv/airflow/bin/airflow dags reserialize &&
        .venv/airflow/bin/python -c "from cloudburst_study import ensure_study_pool; ensure_study_pool()"

@@ -4,6 +4,7 @@
 #   infra/airflow-services.sh up       migrate the metadata DB, start what is not running, wait for the UI
 #   infra/airflow-services.sh down     SIGTERM, up to 20 s grace, then SIGKILL
 #   infra/airflow-services.sh status   one line per service
+# Store: CLOUDBURST_STORE=postgres (make airflow-up STORE=postgres) starts infra/postgres.sh first.
 # Port: CLOUDBURST_AIRFLOW_PORT (default 8080). Logs: var/airflow/logs/<service>.log; pids: var/airflow/run/.
 set -euo pipefail
 
@@ -114,6 +115,9 @@ start_service() {
 
 cmd_up() {
     mkdir -p "$RUN_DIR" "$LOG_DIR"
+    if [[ "${CLOUDBURST_STORE:-sqlite}" == postgres ]]; then
+        "$ROOT/infra/postgres.sh" up
+    fi
     local missing=() service
     for service in "${SERVICES[@]}"; do
         running_pid "$service" >/dev/null || missing+=("$service")

@@ -109,7 +109,9 @@ fi
 steps=$(.venv/airflow/bin/python -c "from training import workloads; print(' → '.join(workloads.definition('$dag_id').steps))")
 echo "demo wall time    ${elapsed} s for: $configs (each: validate → $steps)"
 echo
+store=""  # the UIs must open the store this demo wrote to
+[[ "${CLOUDBURST_STORE:-sqlite}" == postgres ]] && store=" STORE=postgres"
 echo "Look closer:"
-echo "  make mlflow-ui    → http://127.0.0.1:5000, experiment $dag_id (compare runs by the config tag)"
-echo "  make airflow-up   → http://127.0.0.1:8080, DAG $dag_id (the command prints the login)"
+echo "  make mlflow-ui$store    → http://127.0.0.1:5000, experiment $dag_id (compare runs by the config tag)"
+echo "  make airflow-up$store   → http://127.0.0.1:8080, DAG $dag_id (the command prints the login)"
 echo "  re-running make demo is a no-op per configuration; make clean starts over"

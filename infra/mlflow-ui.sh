@@ -3,12 +3,18 @@
 # one worker, no job-execution processes.
 #   infra/mlflow-ui.sh                 store: $MLFLOW_TRACKING_URI, default sqlite:///<repo>/var/mlflow/mlflow.db
 #   CLOUDBURST_MLFLOW_PORT=5001 infra/mlflow-ui.sh
+#   CLOUDBURST_STORE=postgres infra/mlflow-ui.sh   the store in this checkout's PostgreSQL (infra/postgres.sh)
 # No --default-artifact-root: our experiments carry their own file:// artifact locations (var/mlflow/artifacts),
 # and the server reads those paths directly, so run artifacts open in the UI. Anything uploaded *through* this
 # server (experiments it creates itself, e.g. "Default") lands in the artifacts folder beside the database.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
+if [[ "${CLOUDBURST_STORE:-sqlite}" == postgres ]]; then  # STORE=postgres: the checkout's own PostgreSQL
+    "$ROOT/infra/postgres.sh" up
+    # shellcheck source=infra/airflow-env.sh
+    source "$ROOT/infra/airflow-env.sh"
+fi
 MLFLOW="$ROOT/.venv/airflow/bin/mlflow"
 URI="${MLFLOW_TRACKING_URI:-sqlite:///$ROOT/var/mlflow/mlflow.db}"
 PORT="${CLOUDBURST_MLFLOW_PORT:-5000}"

@@ -49,6 +49,8 @@ install_debian_packages() {
   wanted+=(maven)
   # The cluster of several hosts in network namespaces (infra/cluster/netns.sh): ip/tc, unshare/nsenter, curl.
   wanted+=(iproute2 util-linux curl)
+  # STORE=postgres and its tests: a PostgreSQL cluster of the checkout's own (infra/postgres.sh).
+  wanted+=(postgresql)
   # Offline TTS engines and voices for the synthetic Speech Commands corpus (training/datasets/speech_synthesis.py,
   # whose docstring says which voices are used and why others are not): English and foreign-accented families.
   wanted+=(espeak-ng espeak flite sox libttspico-utils librhvoice5 rhvoice-english)

@@ -83,5 +83,7 @@ echo
 echo "================ Cloudburst scaling study ($(( $(date +%s) - started )) s) ================"
 .venv/training/bin/python -m training.cli advise --study latest
 echo
-echo "Look closer: make mlflow-ui → the study-<name> run (its nested runs, study.csv, figures, recommendation.md);"
-echo "             make airflow-up → DAG scaling_study, Grid view (one box per mapped configuration)"
+store=""  # the UIs must open the store this study wrote to
+[[ "${CLOUDBURST_STORE:-sqlite}" == postgres ]] && store=" STORE=postgres"
+echo "Look closer: make mlflow-ui$store → the study-<name> run (its nested runs, study.csv, figures, recommendation.md);"
+echo "             make airflow-up$store → DAG scaling_study, Grid view (one box per mapped configuration)"

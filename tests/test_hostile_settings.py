@@ -135,6 +135,7 @@ BAD_URIS = [
     ("existing_shards", "http://host/shards", "not allowed"),
     ("tracking_uri", "http://:5000", "needs a host"), ("tracking_uri", "https://mlflow:70000", "port"),
     ("tracking_uri", "s3://bucket/mlruns", "not allowed"), ("tracking_uri", "sqlite://", "needs a path"),
+    ("tracking_uri", "postgresql://u@db:5432/mlflow", "needs its driver"),
     ("tracking_uri", "ftp://host/x", "not allowed"),
     ("data_source", "hdfs:///landing", "needs a host"), ("data_source", "s3://bucket/mnist", "not allowed"),
     ("data_source", "http://host:99999/mnist", "port"), ("data_source", "file:///data/mnist", "not allowed"),

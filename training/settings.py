@@ -114,6 +114,8 @@ def _location_problem(parts: SplitResult, scheme: str) -> str | None:
         return "a file:// URI names a file of this machine: file:///path"
     if scheme in ("file", "sqlite") and not parts.path:
         return f"needs a path, e.g. {scheme}:///path"
+    if parts.scheme.lower() == "postgresql":  # SQLAlchemy 2.1 reads a bare postgresql:// as psycopg 3's
+        return "needs its driver: postgresql+psycopg2://user@host:port/database (the driver installed here)"
     return None
 
 

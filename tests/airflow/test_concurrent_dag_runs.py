@@ -1,6 +1,7 @@
 """Two whole DAG runs at once, one per workload, as two `airflow dags test` processes sharing the Airflow metadata
-database, one MLflow SQLite store and one data root: both finish, each run holds only its own params, metrics and
-artifacts, and no process saw "database is locked".
+database, one MLflow store and one data root: both finish, each run holds only its own params, metrics and
+artifacts, and no process saw "database is locked". `make test` runs it on SQLite files (the embedded default) and
+again with Airflow and MLflow on PostgreSQL (CLOUDBURST_TEST_STORE=postgres, tests/airflow/conftest.py).
 
 The second workload is the toy (tests/toy_workload/, its DAG in a second bundle): what is shared here is the stores,
 not the workloads' code, and the keyword spotter's own DAG run is tested on its own (test_kws_densenet_bilstm_dag).
@@ -20,11 +21,11 @@ CLASSES = {"mnist_elastic_cnn": 10, "toy_dense": 3}
 
 
 @pytest.mark.timeout(RUN_TIMEOUT_S + 120)
-def test_two_dag_runs_at_once_share_the_mlflow_store_and_the_data_root(tmp_path):
+def test_two_dag_runs_at_once_share_the_mlflow_store_and_the_data_root(tmp_path, mlflow_store_uri):
     import mlflow
     from airflow.models import DagRun
 
-    tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking_uri = mlflow_store_uri
     shared = {"data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri, "epochs": 1}
     confs = {
         "mnist_elastic_cnn": {**shared, "train_limit": 1000, "test_limit": 300, "strategy": "horovod"},

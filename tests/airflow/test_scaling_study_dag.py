@@ -49,10 +49,10 @@ def test_a_grid_over_budget_is_refused_by_plan_and_nothing_runs(dag, tmp_path):
 
 
 @pytest.mark.timeout(1500)
-def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, tmp_path, capsys):
+def test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything(dag, tmp_path, mlflow_store_uri):
     import mlflow
 
-    tracking_uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    tracking_uri = mlflow_store_uri
     conf = {"strategies": "downpour", "workers_per_node": "2", "n_push": "4,16", "study_name": "tiny", "repetitions": 1,
             "run_settings": {"train_limit": 1000, "test_limit": 300, "epochs": 2, "batch_size_per_worker": 32,
                              "data_root": str(tmp_path / "data"), "tracking_uri": tracking_uri}}
