@@ -176,7 +176,7 @@ def test_no_trial_pairs_byte_identical_audio_even_with_duplicated_clips():
     bad = dataclasses.replace(
         trials, model_speaker=np.insert(trials.model_speaker, at, model),
         test_clip=np.insert(trials.test_clip, at, row), label=np.insert(trials.label, at, 1),
-        same_word=np.insert(trials.same_word, at, True), same_family=np.insert(trials.same_family, at, True),
+        same_word=np.insert(trials.same_word, at, True), same_voice=np.insert(trials.same_voice, at, True),
         in_condition=np.insert(trials.in_condition, at, [True, False, True, True], axis=0))
     with pytest.raises(TrialError, match="byte-identical"):
         sv.check_disjoint(dict.fromkeys(speakers, "sv_eval"), {"sv_eval": bad}, clips)
@@ -214,19 +214,19 @@ def available_non_targets(clips: Clips, trials: Trials) -> dict[str, set[tuple[s
     return available
 
 
-def test_same_word_and_same_family_flags_match_a_brute_force_recomputation():
+def test_same_word_and_same_voice_flags_match_a_brute_force_recomputation():
     clips = synthetic_clips(speaker_ids(7))
     trials = sv.make_trials(clips, sorted(set(clips.speaker)), enrollment_utterances=2, max_nontarget=10_000)
     family = dict(zip(clips.speaker, clips.family, strict=True))
-    for model, row, same_word, same_family in zip(trials.model_speaker, trials.test_clip, trials.same_word,
-                                                  trials.same_family, strict=True):
+    for model, row, same_word, same_voice in zip(trials.model_speaker, trials.test_clip, trials.same_word,
+                                                 trials.same_voice, strict=True):
         assert same_word == (clips.word[row] in set(clips.word[trials.enrollment[model]]))
-        assert same_family == (family[model] == family[clips.speaker[row]])
+        assert same_voice == (family[model] == family[clips.speaker[row]])
     # Nothing was sampled away, so each condition is its definition by the flags.
     targets = trials.label == 1
     assert (trials.condition("same_word") == trials.same_word).all()
     assert (trials.condition("different_word") == ~trials.same_word).all()
-    assert (trials.condition("hard") == (targets | trials.same_family)).all()
+    assert (trials.condition("hard") == (targets | trials.same_voice)).all()
     assert trials.condition("all").all()
     with pytest.raises(TrialError, match="unknown condition"):
         trials.condition("easy")
@@ -259,7 +259,7 @@ def test_json_round_trip_is_exact():
     loaded = Trials.from_json(json.loads(json.dumps(trials.to_json())))
     assert loaded.to_json() == trials.to_json()
     assert (loaded.seed, loaded.enrollment_utterances, loaded.max_nontarget) == (7, 3, 30)
-    for name in ("model_speaker", "test_clip", "label", "same_word", "same_family", "in_condition"):
+    for name in ("model_speaker", "test_clip", "label", "same_word", "same_voice", "in_condition"):
         original, again = getattr(trials, name), getattr(loaded, name)
         assert original.dtype == again.dtype and np.array_equal(original, again)
     assert list(loaded.enrollment) == list(trials.enrollment)
@@ -283,3 +283,54 @@ def test_clip_table_checks_its_columns_and_digests_pcm_bytes():
     trials = sv.make_trials(other, sorted(set(other.speaker)))
     with pytest.raises(TrialError, match="another clip table"):
         sv.check_disjoint(dict.fromkeys(trials.enrollment, "sv_dev"), {"sv_dev": trials}, synthetic_clips(["ab"]))
+
+
+def test_hard_trials_pair_the_voices_of_one_recorded_donor_across_engines():
+    # Speakers of flite/slt, festival's SLT and RHVoice's slt: three families, one recorded donor (CMU ARCTIC SLT);
+    # rhvoice/bdl is another donor.
+    from training.datasets.speech_synthesis import voice_keys
+
+    families = ["flite/slt", "festival/cmu_us_slt_arctic_hts", "rhvoice/slt", "rhvoice/bdl"]
+    speakers = speaker_ids(8, prefix="donor")
+    family = {speaker: families[number % len(families)] for number, speaker in enumerate(speakers)}
+    rows = [(speaker, word, family[speaker], hashlib.sha1(f"{speaker}/{word}/{take}".encode()).hexdigest())
+            for speaker in speakers for word in WORDS for take in range(2)]
+    clips = Clips(*(np.array(column, dtype=object) for column in zip(*rows, strict=True)))
+    by_family = sv.make_trials(clips, speakers, max_nontarget=10_000)
+    by_voice = sv.make_trials(clips, speakers, max_nontarget=10_000, voice_keys=voice_keys())
+    slt = {"flite/slt", "festival/cmu_us_slt_arctic_hts", "rhvoice/slt"}
+    for trials, alike in ((by_family, lambda a, b: a == b), (by_voice, lambda a, b: a == b or {a, b} <= slt)):
+        hard = trials.condition("hard") & (trials.label == 0)
+        pairs = [(family[model], family[clips.speaker[row]])
+                 for model, row in zip(trials.model_speaker[hard], trials.test_clip[hard], strict=True)]
+        assert pairs and all(alike(a, b) for a, b in pairs)
+        # every such pair is in: nothing was sampled away at this size
+        expected = sum(alike(family[model], family[clips.speaker[row]])
+                       for model, row in zip(trials.model_speaker, trials.test_clip, strict=True)
+                       if model != clips.speaker[row])
+        assert len(pairs) == expected
+    cross_engine = sum(a != b for a, b in ((family[m], family[clips.speaker[r]]) for m, r in zip(
+        by_voice.model_speaker[by_voice.condition("hard") & (by_voice.label == 0)],
+        by_voice.test_clip[by_voice.condition("hard") & (by_voice.label == 0)], strict=True)))
+    assert cross_engine > 0
+    assert by_voice.counts()["hard"]["non_targets"] > by_family.counts()["hard"]["non_targets"]
+    # Targets and the other conditions do not depend on the voice map.
+    for condition in ("same_word", "different_word", "all"):
+        assert by_voice.counts()[condition] == by_family.counts()[condition]
+
+
+def test_the_voice_catalogue_names_each_shared_donor_in_several_engines():
+    from collections import defaultdict
+
+    from training.datasets.speech_synthesis import all_voices, voice_keys
+
+    engines_of = defaultdict(set)
+    for voice in all_voices():
+        if voice.donor:
+            engines_of[voice.donor].add(voice.engine)
+    # a donor named for one engine only would be a typo: it joins nothing
+    assert engines_of and all(len(engines) >= 2 for engines in engines_of.values()), dict(engines_of)
+    keys = voice_keys()
+    assert keys["flite/kal16"] == keys["festival/kal_diphone"] != keys["flite/awb"]
+    assert keys["mbrola/us1"] == keys["festival/us1_mbrola"] != keys["mbrola/us2"]
+    assert keys["espeak-ng/de"] == "espeak-ng/de"  # no donor: the family is the voice

@@ -28,7 +28,7 @@ import numpy as np
 
 from training import storage
 from training.datasets import speech_commands as layout
-from training.datasets import speech_ingest
+from training.datasets import speech_ingest, speech_synthesis
 from training.evaluation import trials as trial_lists
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,8 @@ TRIAL_SETS = ("sv_dev", "sv_eval")
 HELD_OUT_SHARE_PERCENT = 10
 UNRECORDED_FAMILY = "unrecorded"  # a real corpus records no voice families: every speaker is of this one
 CLIPS_FILE = "clips.json"
-LAYOUT_VERSION = 2  # 2: the training speakers' held-out clips split into validation and test
+# 2: the training speakers' held-out clips split into validation and test; 3: hard trials pair one donor's voices
+LAYOUT_VERSION = 3
 
 
 def trials_file(set_name: str) -> str:
@@ -97,8 +98,9 @@ def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: 
                               word=np.array([row[1] for row in corpus], object),
                               family=np.array([families[row[2]] for row in corpus], object),
                               digest=np.array([trial_lists.pcm_digest(row[3]) for row in corpus], object))
+    voice_keys = speech_synthesis.voice_keys()
     trials = {set_name: trial_lists.make_trials(clips, [s for s, name in assignment.items() if name == set_name],
-                                                enrollment_utterances, seed + number)
+                                                enrollment_utterances, seed + number, voice_keys=voice_keys)
               for number, set_name in enumerate(TRIAL_SETS)}
     trial_lists.check_disjoint(assignment, trials, clips)
 

@@ -150,10 +150,18 @@ class Voice:
     gender: str = "male"  # for engines that take a target mean F0 (flite, festival)
     package: str = ""  # the Debian package with its data, for error messages ("" when the engine's own)
     encoding: str = "utf-8"  # what festival's foreign voices read (Latin-1, Latin-2)
+    # The recorded person a voice is made from, where engines share one (DONORS): their voices sound alike although
+    # their families differ, so speaker verification's "hard" trials pair them (training.evaluation.trials).
+    donor: str = ""
 
     @property
     def family(self) -> str:
         return f"{self.engine}/{self.name}"
+
+    @property
+    def voice_key(self) -> str:
+        """What makes two speakers' voices alike: their shared donor, else their family."""
+        return f"donor/{self.donor}" if self.donor else self.family
 
 
 @dataclass(frozen=True)
@@ -169,6 +177,11 @@ def _voices(engine: str, names: str, **settings: Any) -> tuple[Voice, ...]:
     return tuple(Voice(engine, name, **settings) for name in names.split())
 
 
+# Recorded donors that several engines' voices share: CMU ARCTIC's SLT (flite, festival's HTS voice, RHVoice), the
+# KAL diphones (flite's kal16 is festival's kal_diphone rebuilt), and the MBROLA databases festival drives with its
+# own front end as espeak-ng does with its own.
+SLT, KAL, US1, US2, EN1 = "cmu_arctic_slt", "kal", "mbrola_us1", "mbrola_us2", "mbrola_en1"
+
 # Order matters twice: the rotation breaks weight ties by it, and a group's speakers take its voices in turn.
 VOICE_GROUPS = (
     # en-us three times and en-gb twice: most Speech Commands speakers are American.
@@ -177,24 +190,24 @@ VOICE_GROUPS = (
     VoiceGroup("rhvoice", 12, (Voice(RHVOICE, "bdl", package="rhvoice-english"),
                                Voice(RHVOICE, "clb", package="rhvoice-english"),
                                Voice(RHVOICE, "alan", package="rhvoice-english"),
-                               Voice(RHVOICE, "slt", package="rhvoice-english"),
+                               Voice(RHVOICE, "slt", package="rhvoice-english", donor=SLT),
                                Voice(RHVOICE, "evgeniy-eng", package="rhvoice-english"),
                                Voice(RHVOICE, "lyubov", package="rhvoice-english"))),
     VoiceGroup("espeak-ng foreign", 14, tuple(Voice(ESPEAK_NG, language, language=language)
                                               for language in ("de", "fr", "es", "it", "nl", "pt-br", "pl", "sv",
                                                                "fi", "cs"))),
     VoiceGroup("festival English", 9, (
-        Voice(FESTIVAL, "kal_diphone", package="festvox-kallpc16k"),
-        Voice(FESTIVAL, "cmu_us_slt_arctic_hts", gender="female", package="festvox-us-slt-hts"),
+        Voice(FESTIVAL, "kal_diphone", package="festvox-kallpc16k", donor=KAL),
+        Voice(FESTIVAL, "cmu_us_slt_arctic_hts", gender="female", package="festvox-us-slt-hts", donor=SLT),
         Voice(FESTIVAL, "rab_diphone", package="festvox-rablpc16k"),
-        Voice(FESTIVAL, "us1_mbrola", gender="female", package="festvox-us1"),
+        Voice(FESTIVAL, "us1_mbrola", gender="female", package="festvox-us1", donor=US1),
         Voice(FESTIVAL, "ked_diphone", package="festvox-kdlpc16k"),
-        Voice(FESTIVAL, "us2_mbrola", package="festvox-us2"),
+        Voice(FESTIVAL, "us2_mbrola", package="festvox-us2", donor=US2),
         Voice(FESTIVAL, "don_diphone", package="festvox-don"),
         Voice(FESTIVAL, "us3_mbrola", package="festvox-us3"),
-        Voice(FESTIVAL, "en1_mbrola", package="festvox-en1"))),
-    VoiceGroup("flite", 8, (Voice(FLITE, "slt", gender="female"), Voice(FLITE, "kal16"), Voice(FLITE, "awb"),
-                            Voice(FLITE, "rms"))),
+        Voice(FESTIVAL, "en1_mbrola", package="festvox-en1", donor=EN1))),
+    VoiceGroup("flite", 8, (Voice(FLITE, "slt", gender="female", donor=SLT), Voice(FLITE, "kal16", donor=KAL),
+                            Voice(FLITE, "awb"), Voice(FLITE, "rms"))),
     VoiceGroup("mbrola foreign", 10, (
         Voice(MBROLA, "de2", language="de", package="mbrola-de2"),
         Voice(MBROLA, "fr4", language="fr", package="mbrola-fr4"),
@@ -208,9 +221,9 @@ VOICE_GROUPS = (
         Voice(MBROLA, "sw1", language="sv", package="mbrola-sw1"),
         Voice(MBROLA, "de5", language="de", package="mbrola-de5"))),
     VoiceGroup("espeak English", 6, _voices(ESPEAK, "en-us en en-sc en-uk-rp en-uk-north en-uk-wmids en-wi")),
-    VoiceGroup("mbrola English", 6, (Voice(MBROLA, "us2", package="mbrola-us2"),
-                                     Voice(MBROLA, "us1", package="mbrola-us1"),
-                                     Voice(MBROLA, "en1", package="mbrola-en1"))),
+    VoiceGroup("mbrola English", 6, (Voice(MBROLA, "us2", package="mbrola-us2", donor=US2),
+                                     Voice(MBROLA, "us1", package="mbrola-us1", donor=US1),
+                                     Voice(MBROLA, "en1", package="mbrola-en1", donor=EN1))),
     VoiceGroup("festival foreign", 6, (
         Voice(FESTIVAL, "el_diphone", language="es", package="festvox-ellpc11k", encoding="latin-1"),
         Voice(FESTIVAL, "czech_dita", language="cs", gender="female", package="festvox-czech-dita",
@@ -320,6 +333,11 @@ def speaker_voice(number: int) -> Voice:
 def all_voices() -> list[Voice]:
     """Every voice some speaker can get, each once, in ``VOICE_GROUPS`` order."""
     return list(dict.fromkeys(voice for group in VOICE_GROUPS for voice in group.voices))
+
+
+def voice_keys() -> dict[str, str]:
+    """Voice family → what makes voices alike (Voice.voice_key): families of one recorded donor share a key."""
+    return {voice.family: voice.voice_key for voice in all_voices()}
 
 
 # --- Speakers ------------------------------------------------------------------------------------------------

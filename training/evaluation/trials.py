@@ -3,8 +3,10 @@
 Speakers go to sv_train / sv_dev / sv_eval by Speech Commands' own sha1 rule on the speaker id, except that speakers
 of held-out voice families go to sv_eval only. Within a set each speaker enrolls with a few of its clips; its other
 clips are its target trials, and the other speakers' test clips are non-target trials. Non-targets are sampled per
-condition (same word, different word, hard = same voice family, all), each condition a uniform sample of its own
+condition (same word, different word, hard = the same voice, all), each condition a uniform sample of its own
 non-target pairs, so that the small conditions keep enough of them. No trial pairs a model with byte-identical audio.
+"The same voice" is one voice family, or families made from one recorded donor (e.g. CMU ARCTIC's SLT in flite,
+festival and RHVoice): make_trials takes the family → voice key map (speech_synthesis.voice_keys).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from training.datasets import speech_commands as layout
 SPEAKER_SETS = ("sv_train", "sv_dev", "sv_eval")
 CONDITIONS = ("same_word", "different_word", "hard", "all")
 DEFAULT_MINIMUM_PER_SET = MappingProxyType({"sv_train": 2, "sv_dev": 2, "sv_eval": 2})
-TRIALS_FORMAT = 1
+TRIALS_FORMAT = 2  # 2: same_voice (one family or one recorded donor) instead of same_family
 # which_set's buckets, in its order: the first (validation) is dev, the second (testing) is eval.
 _SET_OF_SPLIT = {"validation": "sv_dev", "testing": "sv_eval", "training": "sv_train"}
 # Separate random streams per speaker, so enrollment and non-target sampling never share draws.
@@ -156,9 +158,9 @@ def _codes(values: np.ndarray) -> np.ndarray:
 # --- Trials --------------------------------------------------------------------------------------------------
 
 
-def _condition_pools(label: np.ndarray, same_word: np.ndarray, same_family: np.ndarray) -> np.ndarray:
+def _condition_pools(label: np.ndarray, same_word: np.ndarray, same_voice: np.ndarray) -> np.ndarray:
     """(trials, CONDITIONS) bool: the conditions each trial may belong to, by its flags."""
-    return np.stack([same_word, ~same_word, (label == 1) | same_family, np.ones_like(same_word)], axis=1)
+    return np.stack([same_word, ~same_word, (label == 1) | same_voice, np.ones_like(same_word)], axis=1)
 
 
 @dataclass(frozen=True, eq=False)
@@ -171,7 +173,7 @@ class Trials:
     test_clip: np.ndarray  # rows of Clips (int64)
     label: np.ndarray  # 1 target, 0 non-target (int64)
     same_word: np.ndarray  # the test clip's word is among the model's enrollment words
-    same_family: np.ndarray  # the model's speaker and the test clip's speaker share a voice family
+    same_voice: np.ndarray  # the model's and the test clip's speakers share a voice family or a recorded donor
     in_condition: np.ndarray  # (trials, len(CONDITIONS)) bool
     enrollment: dict[str, np.ndarray]  # speaker → its enrollment clips (rows of Clips, ascending)
     seed: int
@@ -181,20 +183,20 @@ class Trials:
 
     def __post_init__(self) -> None:
         for name, dtype in (("model_speaker", object), ("test_clip", np.int64), ("label", np.int64),
-                            ("same_word", bool), ("same_family", bool), ("in_condition", bool)):
+                            ("same_word", bool), ("same_voice", bool), ("in_condition", bool)):
             object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=dtype))
         object.__setattr__(self, "enrollment", {speaker: np.asarray(clips, np.int64)
                                                 for speaker, clips in self.enrollment.items()})
         count = len(self.model_speaker)
-        if not all(len(getattr(self, name)) == count for name in ("test_clip", "label", "same_word", "same_family")):
-            raise TrialError("Trials: model_speaker, test_clip, label, same_word and same_family need one entry per "
+        if not all(len(getattr(self, name)) == count for name in ("test_clip", "label", "same_word", "same_voice")):
+            raise TrialError("Trials: model_speaker, test_clip, label, same_word and same_voice need one entry per "
                              "trial")
         if self.in_condition.shape != (count, len(CONDITIONS)):
             raise TrialError(f"Trials: in_condition must have shape ({count}, {len(CONDITIONS)}), got "
                              f"{self.in_condition.shape}")
         if not np.isin(self.label, (0, 1)).all():
             raise TrialError("Trials: labels must be 0 (non-target) or 1 (target)")
-        pools = _condition_pools(self.label, self.same_word, self.same_family)
+        pools = _condition_pools(self.label, self.same_word, self.same_voice)
         targets = self.label == 1
         if (self.in_condition & ~pools).any() or (self.in_condition[targets] != pools[targets]).any():
             raise TrialError("Trials: in_condition disagrees with the labels and flags (a trial outside its "
@@ -220,7 +222,7 @@ class Trials:
             "model_speaker": self.model_speaker.tolist(), "test_clip": self.test_clip.tolist(),
             "label": self.label.tolist(),
             "same_word": self.same_word.astype(np.int8).tolist(),
-            "same_family": self.same_family.astype(np.int8).tolist(),
+            "same_voice": self.same_voice.astype(np.int8).tolist(),
             "in_condition": {name: self.in_condition[:, column].astype(np.int8).tolist()
                              for column, name in enumerate(CONDITIONS)},
         }
@@ -237,7 +239,7 @@ class Trials:
         return cls(model_speaker=np.asarray(data["model_speaker"], object),
                    test_clip=np.asarray(data["test_clip"], np.int64),
                    label=np.asarray(data["label"], np.int64), same_word=np.asarray(data["same_word"], bool),
-                   same_family=np.asarray(data["same_family"], bool),
+                   same_voice=np.asarray(data["same_voice"], bool),
                    in_condition=in_condition.reshape(len(data["model_speaker"]), len(CONDITIONS)),
                    enrollment={speaker: np.asarray(clips, np.int64) for speaker, clips in data["enrollment"].items()},
                    seed=int(data["seed"]), enrollment_utterances=int(data["enrollment_utterances"]),
@@ -285,10 +287,11 @@ class _SmallestKeys:
 
 
 def make_trials(clips: Clips, speakers: Sequence[str], enrollment_utterances: int = 3, seed: int = 0,
-                max_nontarget: int = 100_000) -> Trials:
+                max_nontarget: int = 100_000, voice_keys: Mapping[str, str] | None = None) -> Trials:
     """Enrollment and trials for ``speakers`` (one speaker set): every target trial, and per condition a uniform
-    sample of at most ``max_nontarget`` non-target pairs (all of them when fewer). Raises TrialError when a speaker
-    has fewer than ``enrollment_utterances`` + 1 clips."""
+    sample of at most ``max_nontarget`` non-target pairs (all of them when fewer). ``voice_keys``: family → voice
+    key; families of one key are the same voice for the hard condition (a family missing from it is its own voice).
+    Raises TrialError when a speaker has fewer than ``enrollment_utterances`` + 1 clips."""
     for name, value, least in (("enrollment_utterances", enrollment_utterances, 1), ("seed", seed, 0),
                                ("max_nontarget", max_nontarget, 1)):
         if int(value) != value or value < least:
@@ -296,7 +299,9 @@ def make_trials(clips: Clips, speakers: Sequence[str], enrollment_utterances: in
     names = sorted(set(speakers))
     if len(names) < 2:
         raise TrialError(f"trials need at least 2 speakers (for non-targets), got {len(names)}")
-    word_code, family_code, digest_code = _codes(clips.word), _codes(clips.family), _codes(clips.digest)
+    key_of = voice_keys or {}
+    voice = np.array([key_of.get(family, family) for family in clips.family], object)
+    word_code, voice_code, digest_code = _codes(clips.word), _codes(voice), _codes(clips.digest)
     rows_of: dict[str, list[int]] = {name: [] for name in names}
     for row, speaker in enumerate(clips.speaker):
         if speaker in rows_of:
@@ -320,8 +325,8 @@ def make_trials(clips: Clips, speakers: Sequence[str], enrollment_utterances: in
     test = np.sort(np.concatenate(test_rows))  # every test clip of these speakers, by row
     model_of_speaker = {name: number for number, name in enumerate(names)}
     owner = np.array([model_of_speaker[speaker] for speaker in clips.speaker[test]], np.int64)
-    model_family = np.array([family_code[enrollment[name][0]] for name in names], np.int64)
-    test_word, test_family, test_digest = word_code[test], family_code[test], digest_code[test]
+    model_voice = np.array([voice_code[enrollment[name][0]] for name in names], np.int64)
+    test_word, test_voice, test_digest = word_code[test], voice_code[test], digest_code[test]
 
     target_models, target_tests = [], []
     samples = {condition: _SmallestKeys(max_nontarget) for condition in CONDITIONS}
@@ -336,7 +341,7 @@ def make_trials(clips: Clips, speakers: Sequence[str], enrollment_utterances: in
         same_word = np.isin(test_word, word_code[enrolled])
         keys = _speaker_rng(seed, name, _NONTARGET_STREAM).integers(_LARGEST_KEY, size=len(test))
         pools = {"same_word": non_target & same_word, "different_word": non_target & ~same_word,
-                 "hard": non_target & (test_family == model_family[number]), "all": non_target}
+                 "hard": non_target & (test_voice == model_voice[number]), "all": non_target}
         for condition, pool in pools.items():
             samples[condition].offer(keys[pool], number, np.flatnonzero(pool))
 
@@ -353,12 +358,12 @@ def make_trials(clips: Clips, speakers: Sequence[str], enrollment_utterances: in
     for number, name in enumerate(names):
         word_table[number, word_code[enrollment[name]]] = True
     same_word = word_table[models, test_word[positions]]
-    same_family = model_family[models] == test_family[positions]
-    in_condition = _condition_pools(label, same_word, same_family) & (label == 1)[:, None]
+    same_voice = model_voice[models] == test_voice[positions]
+    in_condition = _condition_pools(label, same_word, same_voice) & (label == 1)[:, None]
     for column, condition in enumerate(CONDITIONS):
         in_condition[np.searchsorted(codes, sampled[condition]), column] = True
     return Trials(model_speaker=np.asarray(names, object)[models], test_clip=test[positions], label=label,
-                  same_word=same_word, same_family=same_family, in_condition=in_condition, enrollment=enrollment,
+                  same_word=same_word, same_voice=same_voice, in_condition=in_condition, enrollment=enrollment,
                   seed=seed, enrollment_utterances=enrollment_utterances, max_nontarget=max_nontarget,
                   clips_fingerprint=clips.fingerprint)
 

@@ -29,6 +29,7 @@ HEADLINE_CONDITION = "different_word"  # text-independent: the condition the sha
 def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> dict[str, float]:
     """EER of the fused system on sv_eval trials made with each other number of enrollment utterances (the same
     fusion, the evaluation list's own seed; a choice some speaker has too few clips for is left out)."""
+    from training.datasets import speech_synthesis
     from training.evaluation import speaker_verification as sv
     from training.evaluation import trials as trial_lists
     from training.evaluation import verification
@@ -42,7 +43,8 @@ def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> di
         if utterances == enrollment_utterances:
             continue
         try:
-            trials = trial_lists.make_trials(inputs.clips, sorted(sets), utterances, inputs.evaluation.seed)
+            trials = trial_lists.make_trials(inputs.clips, sorted(sets), utterances, inputs.evaluation.seed,
+                                             voice_keys=speech_synthesis.voice_keys())
         except trial_lists.TrialError as error:
             log.info("no sweep point for %d enrollment utterances: %s", utterances, error)
             continue
