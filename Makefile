@@ -11,7 +11,7 @@ ifdef STORE
 export CLOUDBURST_STORE := $(STORE)
 endif
 
-.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-scaling bench-roofline clean airflow-up airflow-down mlflow-ui postgres-up postgres-down postgres-status
+.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-trials bench-sv-scaling bench-roofline clean airflow-up airflow-down mlflow-ui postgres-up postgres-down postgres-status
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -118,6 +118,9 @@ bench-kws-generalisation: setup-training  ## keyword spotting on held-out voice 
 
 bench-sv: setup-training  ## speaker verification: embedding models A and B, their fusion, transfer from a keyword spotter (~25 min)
 	$(TRAINING_BIN)/python bench/speaker_verification.py
+
+bench-sv-trials: setup-training  ## speaker verification: trials per condition for corpus sizes, counted without synthesising (3 s)
+	$(TRAINING_BIN)/python bench/sv_trial_counts.py
 
 bench-sv-scaling: setup-training  ## speaker models A and B: Horovod 1x1, 1x2, Keras 2 threads and the ceiling; time to 60 % speaker accuracy and to a development EER (~30 min)
 	$(TRAINING_BIN)/python bench/scaling.py --workload speaker_verification --embedding-model model_a --target 0.6
