@@ -6,33 +6,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from example_workload import EXAMPLE, install_example, user_environment
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO_ROOT / "examples" / "csv_classifier"
 STEP_TIMEOUT_S = 300
-
-
-def install_example(target: Path) -> Path:
-    """``pip install --target`` of a copy of the example (pip builds in the source folder: build/, egg-info), as a
-    user's ``pip install examples/csv_classifier`` would; returns the folder to put on PYTHONPATH."""
-    source = target / "source"
-    shutil.copytree(EXAMPLE, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--target", str(target / "site"), str(source)], check=True, capture_output=True, timeout=300)
-    return target / "site"
-
-
-def user_environment(site: Path) -> dict[str, str]:
-    """The user's shell: the installed example and this checkout importable, and no $CLOUDBURST_WORKLOADS."""
-    environment = {key: value for key, value in os.environ.items() if key != "CLOUDBURST_WORKLOADS"}
-    return {**environment, "PYTHONPATH": os.pathsep.join([str(site), str(REPO_ROOT)]), "CLOUDBURST_SPARK_UI": "false"}
 
 
 @pytest.fixture(scope="module")

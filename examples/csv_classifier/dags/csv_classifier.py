@@ -6,8 +6,9 @@ under any strategy. Set **Data source** to the CSV's path and **Label column** t
 trains on the bundled sample (the UCI Wine data). ingest checks the file (one line per problem) and splits it by
 class with the seed: 60 % train, 20 % validation, 20 % test.
 
-From the `cloudburst-csv-classifier` distribution (examples/csv_classifier/); this file is found through a DAG
-bundle pointing at this folder, or copied into Cloudburst's dags/.
+From the `cloudburst-csv-classifier` distribution (examples/csv_classifier/); Airflow finds this file through a DAG
+bundle pointing at this folder, or copied into Cloudburst's dags/ (the word "Airflow" here also passes Airflow's
+safe-mode scan, which skips files naming neither "airflow" nor "dag").
 """
 
 from __future__ import annotations
