@@ -8,7 +8,7 @@ class with the seed: 60 % train, 20 % validation, 20 % test.
 
 From the `cloudburst-csv-classifier` distribution (examples/csv_classifier/); Airflow finds this file through a DAG
 bundle pointing at this folder, or copied into Cloudburst's dags/ (the word "Airflow" here also passes Airflow's
-safe-mode scan, which skips files naming neither "airflow" nor "dag").
+safe-mode scan, which skips a file that does not say "airflow" and "dag").
 """
 
 from __future__ import annotations
