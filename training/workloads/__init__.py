@@ -65,7 +65,7 @@ def packages() -> tuple[str, ...]:
 def _load_definition(module_name: str, origin: str) -> WorkloadDefinition:
     try:
         module = importlib.import_module(module_name)
-    except Exception as error:  # noqa: BLE001 - any failure of a user's package is reported as one line
+    except Exception as error:  # whatever a user's package raises, reported as one line (the cause chained)
         first_line = (str(error).splitlines() or [""])[0]
         raise WorkloadRegistrationError(f"{origin}: cannot import workload module {module_name!r} "
                                         f"({type(error).__name__}: {first_line})") from error
