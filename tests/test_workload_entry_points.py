@@ -95,3 +95,20 @@ def test_two_distributions_with_one_workload_name_are_refused_naming_both(site):
     with pytest.raises(workloads.WorkloadRegistrationError, match=r"defines workload 'same_name', registered "
                        r"already by module 'installed_(first|second)', distribution 'installed-(first|second)'"):
         workloads.registry()
+
+
+def test_the_cloudburst_command_reports_a_broken_installed_workload_in_one_line(site):
+    import os
+    import subprocess
+
+    install(site, "installed-broken", "installed_broken = installed_broken",
+            {"installed_broken": "raise RuntimeError('the author forgot a file\\nsecond line')\n"})
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
+    environment.pop(workloads.EXTRA_WORKLOADS_VARIABLE, None)
+    # As the console script runs it (pyproject.toml: cloudburst = "training.command:main").
+    result = subprocess.run([sys.executable, "-c", "import sys; from training.command import main; sys.exit(main())",
+                             "settings"], capture_output=True, text=True, timeout=120, env=environment)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    [line] = [line for line in result.stderr.splitlines() if line.strip()]
+    assert "ERROR" in line and "distribution 'installed-broken'" in line and "the author forgot a file" in line
