@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from training import workloads
 from training.config import RunSpec
 from training.settings import RunSpecError
 from training.study import plan as study_plan
@@ -38,8 +39,8 @@ def test_the_estimate_is_preparation_plus_each_runs_fixed_cost_and_its_examples_
                        {"train_limit": 1000, "augment_copies": 1, "epochs": 2}})
     runs = len(plan.configurations)
     assert runs == 6  # baseline, ceiling 1x2, horovod 1x2, twice (repetitions default to 2)
-    per_run = study_plan.FIXED_SECONDS_PER_RUN + 2 * 2000 * study_plan.SECONDS_PER_EXAMPLE_ONE_CORE[
-        "mnist_elastic_cnn"] / study_plan.CORES
+    per_run = study_plan.FIXED_SECONDS_PER_RUN + 2 * 2000 * workloads.definition(
+        "mnist_elastic_cnn").study_seconds_per_example / study_plan.CORES
     seconds = study_plan.PREPARATION_SECONDS + runs * per_run  # 120 + 6 × (50 + 0.8) = 424.8 s
     assert seconds == pytest.approx(424.8)
     assert plan.estimate_minutes == pytest.approx(7.1)  # 7.08 min, rounded up to a tenth

@@ -123,11 +123,8 @@ _STUDY = {entry.name: entry for entry in STUDY_SETTINGS}
 
 # What the budget estimate is built from, measured on this 2-core machine (the default study, the DAG tests):
 # a configuration's fixed cost (shard step when new, Spark and worker start-up, evaluation), and one core's
-# training time per example for each workload; a run is assumed to use every core, whatever its shape.
+# training time per example for each workload (WorkloadDefinition.study_*); a run is assumed to use every core.
 FIXED_SECONDS_PER_RUN = 50.0  # the default study, 2026-12-02: train task 105 s for 70 s of training; evaluate 10 s
-SECONDS_PER_EXAMPLE_ONE_CORE = {"mnist_elastic_cnn": 0.0004, "kws_densenet_bilstm": 0.004,
-                                "speaker_verification": 0.004}
-FULL_TRAINING_EXAMPLES = {"mnist_elastic_cnn": 60_000, "kws_densenet_bilstm": 30_000, "speaker_verification": 30_000}
 PREPARATION_SECONDS = 120.0  # ingest + augment once
 CORES = 2
 
@@ -332,13 +329,13 @@ def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], re
 
 def training_examples(workload: str, base: dict[str, Any]) -> int:
     """Examples per epoch: the training images kept (train_limit, else the workload's full set) × (1 + k)."""
-    limit = int(base.get("train_limit") or 0) or FULL_TRAINING_EXAMPLES.get(workload, 60_000)
+    limit = int(base.get("train_limit") or 0) or workloads.definition(workload).study_training_examples
     return limit * (1 + int(base.get("augment_copies") or 0))
 
 
 def estimate_minutes(workload: str, base: dict[str, Any], configurations: list[Configuration]) -> float:
     """Preparation once, then every run: its fixed cost plus its epochs of examples on all the machine's cores."""
-    per_example = SECONDS_PER_EXAMPLE_ONE_CORE.get(workload, 0.004)
+    per_example = workloads.definition(workload).study_seconds_per_example
     seconds = PREPARATION_SECONDS
     for configuration in configurations:
         epochs = int(configuration.settings.get("epochs") or workload_defaults(workload)["epochs"])

@@ -63,6 +63,10 @@ class WorkloadDefinition:
     # Named bundles of settings (``--preset NAME`` on the command line, DEMO_PRESET for the demo): a preset fills
     # the settings it names, and a value given explicitly still wins (MNIST's "full": the long run for accuracy).
     presets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # The scaling study's budget estimate (training.study.plan): training examples of a full run without train_limit,
+    # and one core's training seconds per example, measured on the project's 2-core machine.
+    study_training_examples: int = 60_000
+    study_seconds_per_example: float = 0.004
 
     def job_module(self, step: str) -> str:
         """The module that runs ``step`` for this workload (``python -m`` or spark-submit's file)."""

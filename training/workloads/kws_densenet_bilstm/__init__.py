@@ -156,6 +156,7 @@ def check_source(spec: RunSpec) -> None:
 DEFINITION = WorkloadDefinition(
     name=NAME,
     title="Keyword spotting DenseNet-BiLSTM",
+    study_training_examples=30_000, study_seconds_per_example=0.004,
     description="Speech Commands keyword spotting: ingest → features → shard → train → evaluate",
     steps=(INGEST, FEATURES, SHARD, TRAIN, EVALUATE),
     raw_uri=clips_uri,

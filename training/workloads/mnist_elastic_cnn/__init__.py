@@ -117,6 +117,7 @@ def check_source(spec: RunSpec) -> None:
 DEFINITION = WorkloadDefinition(
     name=NAME,
     title="MNIST elastic CNN",
+    study_training_examples=60_000, study_seconds_per_example=0.0004,  # the default study, 2026-12-02
     description="MNIST with elastic deformation: ingest → augment → shard → train → evaluate",
     steps=(INGEST, AUGMENT, SHARD, TRAIN, EVALUATE),
     raw_uri=raw_uri,

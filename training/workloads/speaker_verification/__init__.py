@@ -119,6 +119,7 @@ def check(spec: RunSpec) -> None:
 DEFINITION = WorkloadDefinition(
     name=NAME,
     title="Speaker verification: embeddings A and B, fused",
+    study_training_examples=30_000, study_seconds_per_example=0.004,
     description="Speaker verification: ingest → (features → shard → train) × models A, B → score → fuse → evaluate",
     steps=(INGEST, FEATURES, SHARD, TRAIN, SCORE, FUSE, EVALUATE),
     raw_uri=clips_uri,
