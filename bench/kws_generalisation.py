@@ -66,7 +66,7 @@ def figures(metrics: dict[str, float], held_out: str) -> dict[str, float | None]
     return {"held_out": metrics.get("test_accuracy_held_out_families"),
             "worst_held_out": min(per_family) if per_family else None,
             "same_generator": metrics.get("test_accuracy_training_families"),
-            "false_accepts": metrics.get("false_accept_rate"), "test_accuracy": metrics.get("test_accuracy"),
+            "false_accepts": metrics.get("open_set_false_accept_rate"), "test_accuracy": metrics.get("test_accuracy"),
             "samples_per_second": metrics.get("samples_per_second_mean"),
             "wall_seconds": metrics.get("wall_seconds")}
 

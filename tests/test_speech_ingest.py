@@ -20,6 +20,7 @@ from wav_files import wav_bytes
 from training import storage
 from training.datasets import speech_commands as layout
 from training.datasets import speech_ingest
+from training.datasets.speech_commands import OPEN_SET_WORDS
 
 SPEAKERS = ["0a7c2a8d", "1b2c3d4e", "8b775397", "9f8e7d6c", "c0ffee00", "deadbeef"]
 
@@ -119,8 +120,9 @@ def test_the_training_unknown_share_follows_its_setting_and_other_splits_keep_te
     assert larger["recipe"]["train_unknown_percentage"] == 150
     train = larger["splits"]["train"]
     keywords = sum(train["class_histogram"][2:])
-    # ceil(150 % of the keyword clips), capped by the non-keyword clips there are (4 words per speaker)
-    assert train["class_histogram"][1] == min(-(-keywords * 150 // 100), 4 * train["speakers"])
+    # ceil(150 % of the keyword clips), capped by the non-keyword clips there are (cat and bird per speaker: dog
+    # and tree are open-set words, never trained on; "speakers" counts _silence_ too)
+    assert train["class_histogram"][1] == min(-(-keywords * 150 // 100), 2 * (train["speakers"] - 1))
     assert train["class_histogram"][1] > default["splits"]["train"]["class_histogram"][1]
     for split in ("validation", "test", speech_ingest.NON_KEYWORD_TEST_SPLIT):  # unchanged by the setting
         assert larger["splits"][split] == default["splits"][split], split
@@ -514,18 +516,36 @@ def test_a_broken_corpus_manifest_is_ignored_or_refused_in_one_line(tmp_path, co
 
 
 def test_every_non_keyword_clip_of_the_test_speakers_is_kept_for_false_accepts(tmp_path):
+    # cat and bird are trained on as _unknown_ (closed set); dog is an open-set word, never trained on.
+    assert "dog" in OPEN_SET_WORDS and not {"cat", "bird"} & set(OPEN_SET_WORDS)
     corpus = corpus_with_families(tmp_path / "corpus")
     manifest = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12,
                                     held_out_families=("espeak-ng/de",))[0]
     _, test = speech_ingest.read_clips(manifest["uri"], "test")
-    _, others = speech_ingest.read_clips(manifest["uri"], speech_ingest.NON_KEYWORD_TEST_SPLIT)
     test_speakers = set(test.column("speaker").to_pylist()) - {"_silence_"}
-    expected = {f"{word}/{speaker}_nohash_0.wav" for word in ("cat", "dog", "bird") for speaker in test_speakers}
-    assert set(others.column("path").to_pylist()) == expected
-    assert set(others.column("label").to_pylist()) == {manifest["class_names"].index("_unknown_")}
+    unknown = manifest["class_names"].index("_unknown_")
+    for split, words in ((speech_ingest.NON_KEYWORD_TEST_SPLIT, ("cat", "bird")),
+                         (speech_ingest.OPEN_SET_TEST_SPLIT, ("dog",))):
+        _, kept = speech_ingest.read_clips(manifest["uri"], split)
+        expected = {f"{word}/{speaker}_nohash_0.wav" for word in words for speaker in test_speakers}
+        assert set(kept.column("path").to_pylist()) == expected, split
+        assert set(kept.column("label").to_pylist()) == {unknown}
     sampled = [path for path, word in zip(test.column("path").to_pylist(), test.column("word").to_pylist(),
-                                          strict=True) if word in ("cat", "dog", "bird")]
-    assert set(sampled) <= expected
+                                          strict=True) if word in ("cat", "bird")]
+    assert sampled and all(path.split("/")[0] in ("cat", "bird") for path in sampled)
+
+
+def test_no_open_set_word_is_in_any_split_a_model_trains_validates_or_is_tested_on(tmp_path):
+    corpus = corpus_with_families(tmp_path / "corpus")
+    manifest = speech_ingest.ingest(str(corpus), str(tmp_path / "clips"), task=12)[0]
+    for split in ("train", "validation", "test", speech_ingest.NON_KEYWORD_TEST_SPLIT):
+        _, table = speech_ingest.read_clips(manifest["uri"], split)
+        assert not set(table.column("word").to_pylist()) & set(OPEN_SET_WORDS), split
+    _, open_set = speech_ingest.read_clips(manifest["uri"], speech_ingest.OPEN_SET_TEST_SPLIT)
+    assert set(open_set.column("word").to_pylist()) == {"dog"}
+    # the 35-class task has a class per word: open-set words are classes there, as in Speech Commands
+    manifest35 = speech_ingest.ingest(str(corpus), str(tmp_path / "clips35"), task=35)[0]
+    assert "dog" in manifest35["class_names"] and speech_ingest.OPEN_SET_TEST_SPLIT not in manifest35["splits"]
 
 
 def test_unknown_is_dealt_evenly_over_the_non_keyword_words():

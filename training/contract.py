@@ -59,3 +59,7 @@ SPEECH_GENERATOR_VERSION = 2  # bump whenever the same synthesis recipe would pr
 # The 12-class task's default share of _unknown_ clips (% of a split's keyword clips), as TensorFlow's tutorial:
 # datasets at this share keep the names and recipes they had before the share became a setting.
 SPEECH_UNKNOWN_PERCENTAGE = 10
+# Layouts of the ingested speech datasets: part of their names (as the generator's version is of the corpus'), so a
+# dataset of an older layout stays where it is instead of clashing with the new layout's recipe on a re-run.
+KEYWORD_CLIPS_LAYOUT = 3  # 2: voice families, test_non_keywords, _unknown_ dealt evenly; 3: open-set words
+SPEAKER_CLIPS_LAYOUT = 3  # 2: validation split for the training speakers; 3: hard trials pair one donor's voices

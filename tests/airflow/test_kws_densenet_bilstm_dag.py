@@ -154,18 +154,24 @@ def test_a_real_run_on_a_tiny_synthetic_corpus(dag, dag_bag, tmp_path, triggerin
     assert counts.sum() == splits["test"]["rows"] > 0
     assert metrics["test_accuracy"] == pytest.approx(np.trace(counts) / counts.sum())
     # Voice families: the held-out engine's speakers are only in test, and accuracy is logged per family and over
-    # the held-out and the trained families; false accepts over every non-keyword clip of the test speakers.
+    # the held-out and the trained families; false accepts over every non-keyword clip of the test speakers, words
+    # never trained on (open set, also per family) and words trained on as _unknown_ (closed set) apart.
     clips = storage.require_manifest(spec.raw_uri())
     assert clips["held_out_families"] == ["rhvoice"]
     assert not any(family.startswith("rhvoice/") for split in ("train", "validation")
                    for family in clips["splits"][split]["families"])
     assert any(family.startswith("rhvoice/") for family in clips["splits"]["test"]["families"])
-    assert {"test_accuracy_held_out_families", "test_accuracy_training_families", "false_accept_rate",
-            "false_accepts_yes"} <= set(metrics)
+    assert {"test_accuracy_held_out_families", "test_accuracy_training_families", "open_set_false_accept_rate",
+            "closed_set_false_accept_rate", "open_set_false_accepts_yes", "closed_set_false_accepts_yes"} <= set(
+        metrics)
     assert {f"test_accuracy_family_{family}" for family in clips["splits"]["test"]["families"]} <= set(metrics)
-    assert 0.0 <= metrics["false_accept_rate"] <= 1.0
+    assert 0.0 <= metrics["open_set_false_accept_rate"] <= 1.0 and 0.0 <= metrics["closed_set_false_accept_rate"] <= 1
     report = json.loads(Path(client.download_artifacts(run.info.run_id, "keyword_evaluation.json", str(tmp_path)))
                         .read_text())
-    assert report["false_accepts"]["non_keyword_clips"] == splits["test_non_keywords"]["rows"] > 0
+    assert report["closed_set_false_accepts"]["clips"] == splits["test_non_keywords"]["rows"] > 0
+    assert report["open_set_false_accepts"]["clips"] == splits["test_open_set"]["rows"] > 0
+    open_set_families = report["open_set_false_accepts"]["by_family"]
+    assert open_set_families and set(open_set_families) <= set(clips["splits"]["test"]["families"])
+    assert {f"open_set_false_accept_rate_family_{family}" for family in open_set_families} <= set(metrics)
     assert sum(row["clips"] for row in report["accuracy_by_family"].values()) == (
         counts.sum() - counts[0].sum())  # every test clip but silence belongs to a family

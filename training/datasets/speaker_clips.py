@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from training import storage
+from training.contract import SPEAKER_CLIPS_LAYOUT
 from training.datasets import speech_commands as layout
 from training.datasets import speech_ingest, speech_synthesis
 from training.evaluation import trials as trial_lists
@@ -42,8 +43,7 @@ TRIAL_SETS = ("sv_dev", "sv_eval")
 HELD_OUT_SHARE_PERCENT = 10
 UNRECORDED_FAMILY = "unrecorded"  # a real corpus records no voice families: every speaker is of this one
 CLIPS_FILE = "clips.json"
-# 2: the training speakers' held-out clips split into validation and test; 3: hard trials pair one donor's voices
-LAYOUT_VERSION = 3
+LAYOUT_VERSION = SPEAKER_CLIPS_LAYOUT
 
 
 def trials_file(set_name: str) -> str:

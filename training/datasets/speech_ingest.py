@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from training import local_files, storage
-from training.contract import INGEST_REPORT_FILE, SPEECH_CLIPS, SPEECH_UNKNOWN_PERCENTAGE
+from training.contract import INGEST_REPORT_FILE, KEYWORD_CLIPS_LAYOUT, SPEECH_CLIPS, SPEECH_UNKNOWN_PERCENTAGE
 from training.datasets import download
 from training.datasets import speech_commands as layout
 
@@ -56,12 +56,13 @@ SPLITS = {"training": "train", "validation": "validation", "testing": "test"}
 LIST_FILES = {"validation": "validation_list.txt", "testing": "testing_list.txt"}
 # v0.02's lists are ~10,000 names (~300 KB) each: a list file this large is not one of them.
 MAX_LIST_BYTES = 16 * 2**20
-NON_KEYWORD_TEST_SPLIT = "test_non_keywords"  # 12-class task: every non-keyword clip of the test speakers
+NON_KEYWORD_TEST_SPLIT = "test_non_keywords"  # 12-class task: the test speakers' clips of the trained non-keywords
+OPEN_SET_TEST_SPLIT = "test_open_set"  # 12-class task: the test speakers' clips of OPEN_SET_WORDS, never trained on
 SILENCE_PERCENTAGE = 10.0
 UNKNOWN_PERCENTAGE = SPEECH_UNKNOWN_PERCENTAGE
 DOWNLOAD_TIMEOUT_SECONDS = 600
 REPORT_NAME = INGEST_REPORT_FILE
-LAYOUT_VERSION = 2  # 2: voice families, the test_non_keywords split, _unknown_ dealt evenly over the words
+LAYOUT_VERSION = KEYWORD_CLIPS_LAYOUT
 ROWS_PER_FILE = 8192  # 256 MiB of audio per part file at most
 # Rates ``resample`` takes: telephone speech up to studio rates; beyond, a clip is more likely broken than exotic.
 MIN_RESAMPLE_RATE = 4_000
@@ -473,9 +474,10 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
     Speakers of ``held_out_families`` go to test only. ``training_speakers`` 'sv_train' leaves out of the training
     split every clip of a speaker whom speaker verification does not train on (training.evaluation.trials
     .speaker_set), so a keyword spotter trained on it never heard a speaker-verification trial speaker. For the
-    12-class task, ``test_non_keywords`` holds every
-    non-keyword clip of the test speakers (labelled ``_unknown_``): the keyword false-accept rate is measured
-    on all of them, not only on the ones sampled into test.
+    12-class task, the words of ``layout.OPEN_SET_WORDS`` are in no split (not even as ``_unknown_``): the test
+    speakers' clips of them are ``test_open_set``, and ``test_non_keywords`` holds every other non-keyword clip of
+    the test speakers (both labelled ``_unknown_``). False accepts are measured on all of them (open set: words the
+    model never heard; closed set: words it learned to reject), not only on the ones sampled into test.
     """
     names = class_names(task, list(scan.clips))
     label_of = {name: index for index, name in enumerate(names)}
@@ -495,6 +497,7 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
     rows = {SPLITS[split]: SplitRows() for split in SPLITS}
     if task == 12:
         rows[NON_KEYWORD_TEST_SPLIT] = SplitRows()
+        rows[OPEN_SET_TEST_SPLIT] = SplitRows()
     for split_number, (split, words) in enumerate(by_split.items()):
         out = rows[SPLITS[split]]
         rng = np.random.default_rng([seed, split_number])
@@ -509,11 +512,13 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
                     others.setdefault(word, []).append((relative, clip))
         if task != 12:
             continue
+        open_set = {word: others.pop(word) for word in sorted(others) if word in layout.OPEN_SET_WORDS}
         if split == "testing":
-            for word in sorted(others):
-                for relative, clip in others[word]:
-                    rows[NON_KEYWORD_TEST_SPLIT].add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative),
-                                                     relative, clip)
+            for split_name, clips_by_word in ((NON_KEYWORD_TEST_SPLIT, others), (OPEN_SET_TEST_SPLIT, open_set)):
+                for word in sorted(clips_by_word):
+                    for relative, clip in clips_by_word[word]:
+                        rows[split_name].add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative), relative,
+                                             clip)
         share = train_unknown_percentage if split == "training" else UNKNOWN_PERCENTAGE
         unknown_count = math.ceil(keyword_count * share / 100)
         for word, relative, clip in _sample_evenly_by_word(others, unknown_count, rng):

@@ -98,9 +98,12 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
         lines.append(f"held-out families {scores['test_accuracy_held_out_families']:.2%} test accuracy on voice "
                      f"families never trained on; {scores.get('test_accuracy_training_families', float('nan')):.2%} "
                      "on new speakers of the trained families")
-    if "false_accept_rate" in scores:
-        lines.append(f"false accepts     {scores['false_accept_rate']:.2%} of the test speakers' non-keyword clips "
-                     "taken for a keyword")
+    if "open_set_false_accept_rate" in scores:
+        lines.append(f"false accepts     {scores['open_set_false_accept_rate']:.2%} of the test speakers' clips of "
+                     "words never trained on taken for a keyword (open set)")
+    if "closed_set_false_accept_rate" in scores:
+        lines.append(f"{'':18}{scores['closed_set_false_accept_rate']:.2%} of their other non-keyword clips, words "
+                     "trained on as _unknown_ (closed set)")
     record = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE)) or {}
     lines.append(f"per epoch         val_accuracy on the {splits[VALIDATION_SPLIT]['rows']:,} validation examples "
                  "(what time to target and every choice of settings read)")

@@ -17,6 +17,7 @@ from training.contract import (
     FEATURE_KINDS,
     FEATURES,
     INGEST,
+    KEYWORD_CLIPS_LAYOUT,
     SHARD,
     SPEECH_GENERATOR_VERSION,
     SPEECH_UNKNOWN_PERCENTAGE,
@@ -122,7 +123,7 @@ def held_out_families(spec: RunSpec) -> tuple[str, ...]:
 
 
 def clips_uri(spec: RunSpec) -> str:
-    """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-task12`` (+ ``-resampled``,
+    """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-layout3-task12`` (+ ``-resampled``,
     + ``-trainunknown<percent>`` off the default share, + ``-svtrain`` when only speaker verification's training
     speakers train, + ``-heldout-<hash>`` when voice families are held out)."""
     suffix = "-resampled" if spec.resample else ""
@@ -133,11 +134,11 @@ def clips_uri(spec: RunSpec) -> str:
     if held_out_families(spec):
         suffix += "-heldout-" + hashlib.sha1(",".join(held_out_families(spec)).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")
-    return f"{root}/speech_commands/{source_id(spec)}/clips-task{spec.kws_task}{suffix}"
+    return f"{root}/speech_commands/{source_id(spec)}/clips-layout{KEYWORD_CLIPS_LAYOUT}-task{spec.kws_task}{suffix}"
 
 
 def features_uri(spec: RunSpec) -> str:
-    """Beside the clips: ``clips-task12`` becomes ``features-task12-log_mel-k2-seed0``."""
+    """Beside the clips: ``clips-layout3-task12`` becomes ``features-layout3-task12-log_mel-k2-seed0``."""
     parent, name = clips_uri(spec).rsplit("/", 1)
     stem = name.replace("clips", "features", 1)
     return f"{parent}/{stem}-{spec.features}-k{spec.augment_copies}-seed{spec.seed}"

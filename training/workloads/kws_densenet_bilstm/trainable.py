@@ -94,9 +94,10 @@ def trainable(spec: RunSpec) -> Trainable:
 
 def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: np.ndarray,
                                    class_names: list[str]) -> tuple[dict[str, float], dict[str, bytes]]:
-    """Keyword false accepts over every non-keyword clip of the test speakers, and test accuracy per voice family
-    (and over held-out / training families) when the corpus records families; ``test_predictions`` are the
-    evaluate step's, for the test split in load_split's order."""
+    """Keyword false accepts over the test speakers' clips of open-set words (never trained on) and of the other
+    non-keywords (trained on as _unknown_: the closed set), per keyword and, where the corpus records voice
+    families, the open set's per family; test accuracy per voice family (and over held-out / training families).
+    ``test_predictions`` are the evaluate step's, for the test split in load_split's order."""
     import json
 
     from training.datasets import speech_ingest
@@ -108,13 +109,27 @@ def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: 
     clips = storage.require_manifest(spec.raw_uri(), speech_ingest.DATASET_KIND)
     metrics: dict[str, float] = {}
     report: dict[str, Any] = {}
-    if splits.get(speech_ingest.NON_KEYWORD_TEST_SPLIT, {}).get("rows"):
-        batch = image_records.read_split(features_uri, speech_ingest.NON_KEYWORD_TEST_SPLIT)
-        rate, by_keyword = false_accepts(predicted_classes(model, batch.images), class_names)
-        metrics["false_accept_rate"] = rate
-        metrics.update({f"false_accepts_{keyword}": share for keyword, share in by_keyword.items()})
-        report["false_accepts"] = {"non_keyword_clips": len(batch), "rate": rate, "by_keyword": by_keyword}
     families = clips.get("voice_families") or {}
+    for kind, split in (("open_set", speech_ingest.OPEN_SET_TEST_SPLIT),
+                        ("closed_set", speech_ingest.NON_KEYWORD_TEST_SPLIT)):
+        if not splits.get(split, {}).get("rows"):
+            continue
+        batch = image_records.read_split(features_uri, split)
+        predictions = predicted_classes(model, batch.images)
+        rate, by_keyword = false_accepts(predictions, class_names)
+        metrics[f"{kind}_false_accept_rate"] = rate
+        metrics.update({f"{kind}_false_accepts_{keyword}": share for keyword, share in by_keyword.items()})
+        report[f"{kind}_false_accepts"] = {"split": split, "clips": len(batch), "rate": rate, "by_keyword": by_keyword}
+        if kind == "open_set" and families:
+            _, table = speech_ingest.read_clips(spec.raw_uri(), split)
+            speaker_of = dict(zip(table.column("index").to_pylist(), table.column("speaker").to_pylist(),
+                                  strict=True))
+            family_of = np.array([families.get(speaker_of[int(index)]) for index in batch.index], object)
+            by_family = {family: false_accepts(predictions[family_of == family], class_names)[0]
+                         for family in sorted(set(family_of) - {None})}
+            metrics.update({f"open_set_false_accept_rate_family_{family}": rate
+                            for family, rate in by_family.items()})
+            report["open_set_false_accepts"]["by_family"] = by_family
     if families:
         batch = image_records.read_split(features_uri, "test")
         _, table = speech_ingest.read_clips(spec.raw_uri(), "test")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from training.contract import EVALUATE, FEATURES, FUSE, INGEST, SCORE, SHARD, TRAIN
+from training.contract import EVALUATE, FEATURES, FUSE, INGEST, SCORE, SHARD, SPEAKER_CLIPS_LAYOUT, TRAIN
 from training.settings import DATA, DATASET_SCHEMES, TRAINING, RunSpecError, Setting
 from training.workloads import kws_densenet_bilstm as keyword_spotting
 from training.workloads.base import WorkloadDefinition
@@ -84,21 +84,21 @@ DEFAULTS = {"data_source": keyword_spotting.SYNTHETIC_SOURCE, "speakers": 300, "
 
 
 def clips_uri(spec: RunSpec) -> str:
-    """Clips labelled by speaker, with their trial lists and a validation split (``speakers-val``; a dataset made
-    before there was one keeps its name): ``…/speech_commands/<source>/speakers-val-enroll3`` (+
+    """Clips labelled by speaker, with their trial lists and a validation split: ``…/speech_commands/<source>/
+    speakers-layout3-enroll3`` (the layout's number: a dataset of an older layout keeps its name) (+
     ``-resampled``, + ``-heldout-<hash>`` when voice families are held out of training)."""
     suffix = "-resampled" if spec.resample else ""
     held_out = keyword_spotting.held_out_families(spec)
     if held_out:
         suffix += "-heldout-" + hashlib.sha1(",".join(held_out).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")
-    return (f"{root}/speech_commands/{keyword_spotting.source_id(spec)}/speakers-val-enroll"
+    return (f"{root}/speech_commands/{keyword_spotting.source_id(spec)}/speakers-layout{SPEAKER_CLIPS_LAYOUT}-enroll"
             f"{spec.enrollment_utterances}{suffix}")
 
 
 def features_uri(spec: RunSpec) -> str:
-    """Beside the clips, one per feature kind: ``speakers-val-enroll3`` becomes
-    ``speakers-val-enroll3-mfcc-k0-seed0``."""
+    """Beside the clips, one per feature kind: ``speakers-layout3-enroll3`` becomes
+    ``speakers-layout3-enroll3-mfcc-k0-seed0``."""
     return f"{clips_uri(spec)}-{spec.features}-k{spec.augment_copies}-seed{spec.seed}"
 
 
