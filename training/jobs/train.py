@@ -60,11 +60,24 @@ def _recorded_spec(spec: RunSpec) -> dict[str, Any] | None:
     return recorded
 
 
-def previous_result(spec: RunSpec) -> dict[str, Any] | None:
+def previous_result(spec: RunSpec, augmented: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The result of a previous attempt of this run, if it finished training; refuses a run directory that belongs
-    to a different spec. Writes nothing."""
+    to a different spec, or (given the training data's manifest) a result trained on other data. Writes nothing."""
     _recorded_spec(spec)
-    return storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))
+    record = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE))
+    if record is not None and augmented is not None:
+        refuse_stale_result(spec, record, augmented)
+    return record
+
+
+def refuse_stale_result(spec: RunSpec, record: dict[str, Any], augmented: dict[str, Any]) -> None:
+    """A finished run is a no-op only on the data it trained on: the same settings over a rebuilt or renamed dataset
+    (a new dataset layout after an upgrade, an ingest with --overwrite) would otherwise report the old figures."""
+    trained_on = record.get("data_version")
+    if trained_on is not None and trained_on != augmented["data_version"]:
+        raise RunSpecError(f"run {spec.run_name} finished on data version {trained_on}, but its training data "
+                           f"{augmented['uri']} is now version {augmented['data_version']}: give the run another "
+                           f"run_name, or delete {spec.run_uri()} to train it again")
 
 
 def claim_run_directory(spec: RunSpec) -> dict[str, Any] | None:
@@ -79,6 +92,8 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
     """Train (or resume, or skip when done) and log to MLflow; returns the run record (result + MLflow run id)."""
     augmented, shards = check_inputs(spec)
     record = claim_run_directory(spec)
+    if record is not None:
+        refuse_stale_result(spec, record, augmented)
     if record is not None and record.get("mlflow_run_id"):
         log.info("run %s already trained and tracked (MLflow run %s): nothing to do",
                  spec.run_name, record["mlflow_run_id"])
@@ -173,11 +188,11 @@ def training_stages(spec: RunSpec) -> list[RunSpec]:
 def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) -> str:
     """The pipeline step (``overwrite`` does not apply: a run directory is resumed, never replaced). A run of
     several stages trains each as a run of its own; the last one's record becomes the run's."""
-    check_inputs(spec)  # fail before the JVM starts
+    augmented, _ = check_inputs(spec)  # fail before the JVM starts
     stages = training_stages(spec)  # refuses settings it cannot train before any training
     # A finished run (a retried task, the same DAG run again) is settled here: no Spark session, no YARN application.
     # Only read: a run that then fails to get its executors leaves no spec behind to refuse a retry with fewer nodes.
-    finished = (previous_result(spec) or {}).get("mlflow_run_id")
+    finished = (previous_result(spec, augmented) or {}).get("mlflow_run_id")
     if finished:
         in_stages = f" in {len(stages)} stages" if len(stages) > 1 else ""
         log.info("run %s already trained%s and tracked (MLflow run %s): nothing to do", spec.run_name, in_stages,
