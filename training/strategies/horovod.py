@@ -230,6 +230,9 @@ class HorovodStrategy:
                     env=worker_environment(),
                     verbose=1,
                     nics=horovod_interfaces(spark.sparkContext.master),
+                    # The executors' Python (spark.pyspark.python, e.g. a shipped ./env/bin/python), not Horovod's
+                    # default, the driver's sys.executable: a path on the edge node that other hosts need not have.
+                    executable=spark.sparkContext.pythonExec,
                 )
             except RuntimeError as error:
                 if "processes exited with non-zero" not in str(error):
