@@ -3,6 +3,7 @@ shaped by the run's nodes × workers_per_node."""
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -219,7 +220,10 @@ def default_master() -> str:
 def _ship_package(session: SparkSession) -> None:
     """Make the ``training`` package importable on cluster executors."""
     package_dir = Path(__file__).resolve().parent.parent
-    archive = shutil.make_archive(
-        str(Path(tempfile.mkdtemp()) / "cloudburst_training"), "zip", package_dir.parent, package_dir.name
-    )
+    folder = tempfile.mkdtemp(prefix="cloudburst-package-")
+    # The driver's file server serves the archive from this path while the session lives: removed at exit, not
+    # before (one left behind per Spark session had piled up to 200 in /tmp).
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    archive = shutil.make_archive(str(Path(folder) / "cloudburst_training"), "zip", package_dir.parent,
+                                  package_dir.name)
     session.sparkContext.addPyFile(archive)
