@@ -186,19 +186,29 @@ def wait_for_executors(spark: SparkSession, spec: RunSpec) -> None:
                 f"{context.master} gave {executors} of the {spec.nodes} executors this run needs "
                 f"(nodes={spec.nodes} × workers_per_node={spec.workers_per_node}: executors of "
                 f"{spark.conf.get('spark.executor.cores')} cores and {spark.conf.get('spark.executor.memory')}) "
-                f"within {executor_wait_seconds()} s{cluster_capacity_hint(context.master)}; free capacity or "
-                f"ask for fewer workers ($CLOUDBURST_EXECUTOR_WAIT_S waits longer)")
+                f"within {executor_wait_seconds()} s{cluster_capacity_hint(context.master, _yarn_web(context))}; "
+                f"free capacity, ask for fewer workers, or wait longer ($CLOUDBURST_EXECUTOR_WAIT_S) when a host "
+                f"is still unpacking a shipped environment (spark.yarn.dist.archives: minutes on its first run)")
         time.sleep(1)
 
 
-def cluster_capacity_hint(master: str) -> str:
-    """What YARN's ResourceManager says is free, when it can be asked."""
+def _yarn_web(context: Any) -> str | None:
+    """The ResourceManager's web address from the cluster's own configuration (HADOOP_CONF_DIR's yarn-site.xml)."""
+    try:
+        return context._jsc.hadoopConfiguration().get("yarn.resourcemanager.webapp.address")
+    except Exception:  # no JVM configuration to ask (a stopped context): the hint is optional
+        return None
+
+
+def cluster_capacity_hint(master: str, configured: str | None = None) -> str:
+    """What YARN's ResourceManager says is free, when it can be asked: at $CLOUDBURST_YARN_WEB, else the address
+    the cluster's configuration names, else this machine's."""
     if not master.startswith("yarn"):
         return ""
     import json
     import urllib.request
 
-    address = os.environ.get("CLOUDBURST_YARN_WEB", "127.0.0.1:8088")
+    address = os.environ.get("CLOUDBURST_YARN_WEB") or configured or "127.0.0.1:8088"
     try:
         with urllib.request.urlopen(f"http://{address}/ws/v1/cluster/metrics", timeout=5) as reply:
             metrics = json.load(reply)["clusterMetrics"]
