@@ -19,6 +19,10 @@ LOG_DIR="$STATE/log"
 LOG="$LOG_DIR/postgres.log"
 PGPASS="$STATE/pgpass"
 PORT="${CLOUDBURST_POSTGRES_PORT:-5433}"
+if ! [[ "$PORT" =~ ^[1-9][0-9]{0,4}$ ]] || (( PORT > 65535 )); then
+    echo "CLOUDBURST_POSTGRES_PORT must be a port number from 1 to 65535, not '$PORT'" >&2
+    exit 2
+fi
 ROLE=cloudburst
 DATABASES=(airflow mlflow)
 START_TIMEOUT=60
@@ -46,6 +50,19 @@ as_owner() {
 ready() { "$BIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -t 2; }
 
 running() { [[ -f "$DATA/postmaster.pid" ]] && as_owner "$BIN/pg_ctl" -D "$DATA" status >/dev/null 2>&1; }
+
+# The port a running server listens on (postmaster.pid's fourth line): the one it was started with.
+running_port() { sed -n 4p "$DATA/postmaster.pid" 2>/dev/null; }
+
+# A running server answers on its own port, whatever CLOUDBURST_POSTGRES_PORT says now.
+if running; then
+    started_on="$(running_port)"
+    if [[ -n "$started_on" && "$started_on" != "$PORT" && "${1:-}" == up ]]; then
+        echo "this checkout's PostgreSQL already runs on port $started_on, not $PORT: make postgres-down first" >&2
+        exit 2
+    fi
+    PORT="${started_on:-$PORT}"
+fi
 
 uri() { echo "postgresql://$ROLE@127.0.0.1:$PORT"; }
 
@@ -78,7 +95,8 @@ initialise() {
         as_owner "$BIN/createdb" -h "$SOCKET_DIR" -p "$PORT" -U postgres -O "$ROLE" "$database"
     done
     # Written last: its presence says the cluster is complete (an interrupted initialise is redone).
-    (umask 077 && echo "127.0.0.1:$PORT:*:$ROLE:$password" >"$PGPASS.tmp" && mv "$PGPASS.tmp" "$PGPASS")
+    # Any port: the server may be started on another one later (CLOUDBURST_POSTGRES_PORT).
+    (umask 077 && echo "127.0.0.1:*:*:$ROLE:$password" >"$PGPASS.tmp" && mv "$PGPASS.tmp" "$PGPASS")
 }
 
 start_server() {
