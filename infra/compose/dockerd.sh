@@ -36,8 +36,9 @@ case "${1:-}" in
     for _ in $(seq 60); do [ -d "/proc/$pid" ] || break; sleep 1; done
     if [ -d "/proc/$pid" ]; then echo "dockerd (pid $pid) still running after 60 s" >&2; exit 1; fi
     rm -f "$pid_file"
-    # dockerd leaves its default bridge behind.
+    # dockerd leaves its default bridge and a bind mount of the host's network namespace behind.
     if ip link show docker0 >/dev/null 2>&1; then ip link delete docker0; fi
+    if mountpoint -q /run/docker/netns/default; then umount /run/docker/netns/default; fi
     echo "dockerd stopped" ;;
   status)
     if pid="$(running_pid)"; then echo "dockerd running (pid $pid)"; else echo "dockerd not running"; exit 3; fi ;;
