@@ -290,7 +290,7 @@ check_ports_free() {
             for ((i = 0; i < ${#PORTS[@]}; i += 3)); do [[ "${PORTS[i]}" == "$name" ]] && var="${PORTS[i + 1]}"; done
             echo "hadoop.sh: cannot start $daemon: 127.0.0.1:$port is taken by another process" \
                  "(see: ss -ltnp | grep :$port); stop it, or set $var to a free port while the cluster is down." \
-                 "A docker-compose HDFS (infra/cluster) uses 8020/9870/9864/9866 too." >&2
+                 "The compose stack (docker-compose.yaml) publishes 8020/9870/9864/9866 too." >&2
             exit 1
         done
     done
