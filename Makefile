@@ -87,7 +87,7 @@ hadoop-status:  ## one line per Hadoop daemon, HDFS safe mode, live NodeManagers
 
 # The compose stack (docker-compose.yaml, infra/compose/): every service from the project's own image.
 .PHONY: compose-test
-compose-test:  ## build the image, bring the compose stack up, run the MNIST DAG through Airflow's REST API, check its MLflow run, bring it down (needs Docker; ~2.5 min with a built image, ~7 min more for a cold build)
+compose-test:  ## build the image, bring the compose stack up, run the MNIST DAG through Airflow's REST API, check its MLflow run, bring it down (a Docker engine, or root on Debian: it installs and runs Debian's own; ~2.5 min with a built image, ~7 min more for a cold build)
 	infra/compose/test.sh
 
 # Several hosts on this machine: Hadoop in network namespaces with shaped links (infra/cluster/netns.sh; root).

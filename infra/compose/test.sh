@@ -11,11 +11,19 @@
 #   CLOUDBURST_COMPOSE_HOST_NETWORK=1     host networking (infra/compose/host-network.yaml) for the build and the stack
 #   CLOUDBURST_COMPOSE_KEEP=1             leave the stack up afterwards (bring it down with docker-compose -p … down -v)
 #   CLOUDBURST_COMPOSE_UP_TIMEOUT (600 s), CLOUDBURST_COMPOSE_RUN_TIMEOUT (1800 s)
+# With no engine answering, as root on Debian, it installs Debian's docker.io, docker-compose and debootstrap, starts
+# dockerd the way infra/compose/dockerd.sh does (no iptables: host networking) and stops it again at the end; with
+# no image registry reachable it builds the base image from Debian packages (infra/compose/base-image.sh) first.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$repo_root"
 docker="${DOCKER:-docker}"
+# A client without the buildx plugin cannot build with BuildKit (the Dockerfile's cache mounts need it): Debian's
+# own client can, where both are installed.
+if [ -z "${DOCKER:-}" ] && ! docker buildx version >/dev/null 2>&1 && [ -x /usr/bin/docker ]; then
+  docker=/usr/bin/docker
+fi
 compose_bin="${COMPOSE:-docker-compose}"
 project=cloudburst-test
 dag_id=mnist_elastic_cnn
@@ -26,6 +34,46 @@ airflow_url=http://localhost:8080
 mlflow_url=http://localhost:5000
 password="${CLOUDBURST_AIRFLOW_PASSWORD:-cloudburst-local-only}"
 logs_dir="$repo_root/var/compose/logs"
+
+say() { printf '[compose-test %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# An engine: the one that answers, else (root, Debian) Debian's, started here without iptables and stopped at the end.
+started_engine=false
+if ! "$docker" info >/dev/null 2>&1; then
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    say "FAILED: no Docker engine answers ($docker info); start one, or run as root on Debian to let this script start its own" >&2
+    exit 1
+  fi
+  missing=()
+  for package in docker.io docker-compose debootstrap; do
+    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+  done
+  if ((${#missing[@]})); then
+    say "no Docker engine answers: installing Debian's ${missing[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  [ -z "${DOCKER:-}" ] && [ -x /usr/bin/docker ] && docker=/usr/bin/docker
+  if ! "$docker" info >/dev/null 2>&1; then  # a systemd host starts the package's own dockerd; this one did not
+    infra/compose/dockerd.sh start
+    started_engine=true
+    export CLOUDBURST_COMPOSE_HOST_NETWORK=1  # no iptables: no published ports, no way out but the host's network
+  fi
+fi
+stop_engine() { if $started_engine; then infra/compose/dockerd.sh stop || true; fi; }
+trap stop_engine EXIT  # replaced by finish (below), which calls it too, once the stack may be up
+
+# A base image: the Dockerfile's default where a registry gives it, else one bootstrapped from Debian packages.
+if [ -z "${CLOUDBURST_BASE_IMAGE:-}" ]; then
+  default_base="$(sed -n 's/^ARG BASE_IMAGE=//p' Dockerfile)"
+  if ! "$docker" image inspect "$default_base" >/dev/null 2>&1 \
+      && ! timeout 120 "$docker" pull "$default_base" >/dev/null 2>&1; then
+    export CLOUDBURST_BASE_IMAGE=cloudburst-base:bookworm
+    if ! "$docker" image inspect "$CLOUDBURST_BASE_IMAGE" >/dev/null 2>&1; then
+      say "no registry gives $default_base: building $CLOUDBURST_BASE_IMAGE from Debian packages"
+      DOCKER="$docker" infra/compose/base-image.sh
+    fi
+  fi
+fi
 
 files=(-f docker-compose.yaml)
 build_args=()
@@ -75,6 +123,7 @@ finish() {
       end down
     fi
   fi
+  stop_engine
   log "times: $(IFS=';'; echo "${timings[*]}")"
   ((status == 0)) && log "PASSED" || log "FAILED (exit $status)"
   exit "$status"
