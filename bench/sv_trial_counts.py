@@ -54,7 +54,7 @@ def _size(text: str) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", nargs="+", type=_size, default=[_size(size) for size in DEFAULT_SIZES],
                         metavar="SPEAKERSxREPETITIONS", help="corpus sizes (default: %(default)s)".replace(
