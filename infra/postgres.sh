@@ -13,11 +13,19 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 STATE="$ROOT/var/postgres"
-DATA="$STATE/data"
-SOCKET_DIR="$STATE/run"
-LOG_DIR="$STATE/log"
-LOG="$LOG_DIR/postgres.log"
 PGPASS="$STATE/pgpass"
+# The server's own files (data, socket, log) belong to the user it runs as; as root that is Debian's postgres user,
+# who must reach them: under var/ when every folder above the checkout is searchable by others, else (a checkout
+# under a private folder, e.g. a mode-700 temporary one) in a folder of its own under /var/lib/cloudburst.
+if [[ "$(id -u)" == 0 ]] && ! runuser -u postgres -- test -x "$ROOT" 2>/dev/null; then
+    SERVER="/var/lib/cloudburst/postgres-$(printf '%s' "$ROOT" | sha1sum | cut -c1-12)"
+else
+    SERVER="$STATE"
+fi
+DATA="$SERVER/data"
+SOCKET_DIR="$SERVER/run"
+LOG_DIR="$SERVER/log"
+LOG="$LOG_DIR/postgres.log"
 PORT="${CLOUDBURST_POSTGRES_PORT:-5433}"
 if ! [[ "$PORT" =~ ^[1-9][0-9]{0,4}$ ]] || (( PORT > 65535 )); then
     echo "CLOUDBURST_POSTGRES_PORT must be a port number from 1 to 65535, not '$PORT'" >&2
@@ -41,7 +49,7 @@ BIN="$(bin_dir)"
 # PostgreSQL refuses to run as root: as root, the server and its tools run as Debian's `postgres` user.
 as_owner() {
     if [[ "$(id -u)" == 0 ]]; then
-        runuser -u postgres -- "$@"
+        (cd / && runuser -u postgres -- "$@")  # from /: the caller's folder may be closed to that user
     else
         "$@"
     fi
@@ -69,13 +77,13 @@ uri() { echo "postgresql://$ROLE@127.0.0.1:$PORT"; }
 initialise() {
     local password superuser_pass
     echo "Initialising a PostgreSQL cluster in $DATA (port $PORT) ..."
-    mkdir -p "$STATE"
+    mkdir -p "$STATE" "$SERVER"
     rm -rf "$DATA" "$SOCKET_DIR" "$LOG_DIR"
     mkdir -p "$DATA" "$SOCKET_DIR" "$LOG_DIR"
     if [[ "$(id -u)" == 0 ]]; then
         chown postgres: "$DATA" "$SOCKET_DIR" "$LOG_DIR"
         if ! runuser -u postgres -- test -w "$DATA"; then
-            echo "the postgres user cannot write $DATA: every folder above it must be searchable by others" >&2
+            echo "the postgres user cannot write $DATA" >&2
             exit 1
         fi
     fi
