@@ -11,7 +11,7 @@ ifdef STORE
 export CLOUDBURST_STORE := $(STORE)
 endif
 
-.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-trials bench-sv-scaling bench-roofline clean airflow-up airflow-down mlflow-ui postgres-up postgres-down postgres-status
+.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-trials bench-sv-scaling bench-roofline docs docs-serve record-results clean airflow-up airflow-down mlflow-ui postgres-up postgres-down postgres-status
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -27,6 +27,17 @@ test: setup  ## lint, then every test: training env (Spark, Horovod, MLflow, rea
 
 test-fast: setup-training  ## tests without the slow Spark/Horovod ones
 	$(TRAINING_BIN)/python -m pytest --ignore=tests/airflow -m "not spark" $(PYTEST_ARGS)
+
+docs: setup  ## the docs site into var/site: figures from docs/results, the settings reference, MkDocs (strict)
+	$(TRAINING_BIN)/python infra/docs/render.py
+	$(VENV)/docs/bin/mkdocs build --strict
+
+docs-serve: docs  ## the docs site at http://127.0.0.1:8000 (Ctrl-C stops it)
+	$(VENV)/docs/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
+record-results: setup-training  ## copy the last make test's and demos' measurements into docs/results (then make docs)
+	$(TRAINING_BIN)/python infra/docs/record.py tests
+	$(TRAINING_BIN)/python infra/docs/record.py demos
 
 lint:  ## ruff
 	$(TRAINING_BIN)/ruff check .

@@ -86,6 +86,9 @@ elapsed=$(( $(date +%s) - started ))
 
 evaluate_module=$(.venv/airflow/bin/python -c \
     "from training import workloads; print(workloads.definition('$dag_id').job_module('evaluate'))")
+# The summary is also kept in var/demo-<dag>-summary.txt: `make record-results` copies it into docs/results.
+summary=var/demo-$dag_id-summary.txt
+{
 echo
 echo "================ Cloudburst demo: $dag_id ================"
 for config in $configs; do
@@ -115,3 +118,5 @@ echo "Look closer:"
 echo "  make mlflow-ui$store    → http://127.0.0.1:5000, experiment $dag_id (compare runs by the config tag)"
 echo "  make airflow-up$store   → http://127.0.0.1:8080, DAG $dag_id (the command prints the login)"
 echo "  re-running make demo is a no-op per configuration; make clean starts over"
+} | tee "$summary.tmp"
+mv "$summary.tmp" "$summary"

@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+started_at=$(date +%s)
 .venv/training/bin/ruff check .
 
 started_hadoop=0
@@ -34,6 +35,7 @@ eval "$(infra/hadoop/hadoop.sh env)"
 export CLOUDBURST_TEST_HADOOP_CONF_DIR="$HADOOP_CONF_DIR"
 unset HADOOP_CONF_DIR
 export CLOUDBURST_REQUIRE_HADOOP=1  # a test that needs Hadoop fails, never skips, under make test
+export CLOUDBURST_REQUIRE_DOCS=1  # likewise the docs environment (tests/test_docs.py: the strict site build)
 
 read -r -a pytest_args <<< "${PYTEST_ARGS:-}"
 # Two pytest-xdist workers per suite (TEST_WORKERS=0: one process). A whole-suite run left a third of both cores idle
@@ -60,3 +62,5 @@ mkdir -p "$reports"
         tests/airflow/test_concurrent_dag_runs.py \
         "tests/airflow/test_scaling_study_dag.py::test_a_tiny_study_runs_end_to_end_and_its_parent_run_holds_everything"
 )
+# How long the whole command took (lint and daemons included): `make record-results` copies it into docs/results.
+printf '{"start": %s, "end": %s}\n' "$started_at" "$(date +%s)" > "$reports/make-test.json"

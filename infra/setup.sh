@@ -2,6 +2,7 @@
 # Builds the two Python environments Cloudburst needs, idempotently.
 #   .venv/training : TensorFlow 2.15 + Horovod (Gloo) + pyspark 3.5 — runs every Spark job and training process
 #   .venv/airflow  : Airflow 3 + Spark/HDFS providers + MLflow — orchestration and UIs
+#   .venv/docs     : MkDocs + Material — the docs site (make docs)
 # They cannot be one environment (protobuf <5 for TensorFlow vs >=5.26 for the Spark provider).
 # A second run does nothing; a changed requirements file re-runs pip for that environment only.
 set -euo pipefail
@@ -129,10 +130,25 @@ build_airflow_env() {
   log "airflow environment ready"
 }
 
-install_debian_packages
+build_docs_env() {
+  local venv="$venv_root/docs"
+  local stamp
+  stamp=$(stamp_of "$requirements_dir/docs.txt" "$requirements_dir/docs-constraints.txt")
+  if [ -f "$venv/.cloudburst-stamp" ] && [ "$(cat "$venv/.cloudburst-stamp")" = "$stamp" ]; then
+    log "docs environment up to date ($venv)"; return
+  fi
+  ensure_venv "$venv"
+  log "installing the docs requirements (MkDocs, Material)"
+  pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/docs.txt" -c "$requirements_dir/docs-constraints.txt"
+  "$venv/bin/pip" check
+  echo "$stamp" > "$venv/.cloudburst-stamp"
+  log "docs environment ready"
+}
+
 case "$only" in
-  training) build_training_env ;;
-  airflow) build_airflow_env ;;
-  all) build_training_env; build_airflow_env ;;
-  *) echo "usage: infra/setup.sh [all|training|airflow]" >&2; exit 2 ;;
+  training) install_debian_packages; build_training_env ;;
+  airflow) install_debian_packages; build_airflow_env ;;
+  docs) build_docs_env ;;
+  all) install_debian_packages; build_training_env; build_airflow_env; build_docs_env ;;
+  *) echo "usage: infra/setup.sh [all|training|airflow|docs]" >&2; exit 2 ;;
 esac

@@ -1,0 +1,180 @@
+"""Record measured results as files the docs are rendered from (docs/results/<name>.json).
+
+Every figure in README.md and docs/ comes from one of these files (infra/docs/render.py fills the marked places and
+fails on a typed figure). A file says when, on which commit and on which machine its values were measured, and by
+which command. Three sources:
+
+    record.py tests  [--reports var/test-reports]   `make test`'s JUnit reports → make-test.json
+    record.py demos  [--tracking-uri URI]            the newest `make demo*` runs in MLflow → demo-<workload>.json
+    record.py bench NAME FILE.json                   a bench's own JSON result (bench/results.py) → bench-NAME.json
+
+Run with the training environment (MLflow). Nothing here measures: it copies what a run recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RESULTS = REPO_ROOT / "docs" / "results"
+# The runs `make demo`, `make demo-kws` and `make demo-sv` make (infra/demo.sh): strategy, then configuration.
+DEMO_CONFIGURATIONS = ("1x1", "1x2")
+DEMO_WORKLOADS = ("mnist_elastic_cnn", "kws_densenet_bilstm", "speaker_verification")
+# Per-class, per-family and per-keyword metrics stay in MLflow; the docs quote the run's headline figures.
+DETAIL_METRIC = re.compile(r"_(class|family|keyword)_|false_accepts_|^val_|^train_|^epoch_|_ci_|^act_dcf|_threshold_|"
+                           r"^cllr_|^min_dcf_p0[15]_|_enroll[0-9]")
+TEST_SUITES = {"training": "training.xml", "airflow": "airflow.xml", "postgres": "airflow-postgres.xml"}
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on: CPU model, cores, memory."""
+    model = platform.processor() or "unknown"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.MULTILINE)
+        model = names[0].strip() if names else model
+    memory_gib = None
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        kib = re.search(r"^MemTotal:\s*(\d+) kB", meminfo.read_text(), re.MULTILINE)
+        memory_gib = round(int(kib.group(1)) / 2**20) if kib else None
+    return {"cpu": model, "cores": os.cpu_count(), "memory_gib": memory_gib, "system": platform.platform()}
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
+                              text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def write(name: str, command: str, recorded: str, values: dict[str, Any], tables: dict[str, Any] | None = None,
+          source_commit: str | None = None) -> Path:
+    """Write docs/results/<name>.json whole (a temporary file renamed into place)."""
+    document = {"name": name, "command": command, "recorded": recorded, "commit": source_commit or commit(),
+                "machine": machine(), "values": values, "tables": tables or {}}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    target = RESULTS / f"{name}.json"
+    staging = target.with_suffix(".json.tmp")
+    staging.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
+    staging.replace(target)
+    return target
+
+
+def record_tests(reports: Path) -> Path:
+    """make-test.json from the JUnit reports of one `make test` (infra/run-tests.sh writes them)."""
+    values: dict[str, Any] = {}
+    first_start = last_end = None
+    for suite, file_name in TEST_SUITES.items():
+        path = reports / file_name
+        if not path.exists():
+            raise SystemExit(f"no {path}: run `make test` first")
+        root = ET.parse(path).getroot()
+        element = root if root.tag == "testsuite" else root.find("testsuite")
+        if element is None:
+            raise SystemExit(f"{path} holds no test suite")
+        attributes = element.attrib
+        failed = int(attributes["failures"]) + int(attributes["errors"])
+        if failed:
+            raise SystemExit(f"{path}: {failed} tests failed; only a green run is recorded")
+        start = datetime.fromisoformat(attributes["timestamp"])
+        seconds = float(attributes["time"])
+        first_start = min(first_start or start, start)
+        end = start.timestamp() + seconds
+        last_end = max(last_end or end, end)
+        values[suite] = {"tests": int(attributes["tests"]), "skipped": int(attributes["skipped"]),
+                         "minutes": round(seconds / 60, 1)}
+    timing = reports / "make-test.json"  # infra/run-tests.sh: the whole command, lint and daemons included
+    if timing.exists():
+        whole = json.loads(timing.read_text())
+        values["total_minutes"] = round((whole["end"] - whole["start"]) / 60, 1)
+    else:
+        values["total_minutes"] = round((last_end - first_start.timestamp()) / 60, 1)
+    values["tests"] = sum(values[suite]["tests"] for suite in TEST_SUITES)
+    return write("make-test", "make test", first_start.date().isoformat(), values)
+
+
+def record_demos(tracking_uri: str) -> list[Path]:
+    """demo-<workload>.json: the newest finished default demo runs (1x1 and 1x2) of each workload in MLflow."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    written = []
+    for workload in DEMO_WORKLOADS:
+        experiment = client.get_experiment_by_name(workload)
+        if experiment is None:
+            continue
+        values: dict[str, Any] = {}
+        newest = 0
+        for configuration in DEMO_CONFIGURATIONS:
+            for role in ("", "system-"):
+                run_name = f"{role}horovod-{configuration}-demo-horovod-{configuration}"
+                runs = client.search_runs([experiment.experiment_id], f"attributes.run_name = '{run_name}' "
+                                          "and attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"],
+                                          max_results=20)
+                for run in runs:  # newest first; speaker verification trains one run per embedding model
+                    params = run.data.params
+                    model = params.get("embedding_model") if not role else None
+                    key = f"{role}{configuration}" + (f"-{model}" if model else "")
+                    if key in values:
+                        continue
+                    metrics = {key: value for key, value in run.data.metrics.items() if not DETAIL_METRIC.search(key)}
+                    metrics["epochs"] = int(params.get("epochs", 0))
+                    metrics["run_id"] = run.info.run_id
+                    values[key] = dict(sorted(metrics.items()))
+                    newest = max(newest, run.info.end_time or run.info.start_time)
+        summary = REPO_ROOT / "var" / f"demo-{workload}-summary.txt"  # what infra/demo.sh printed last
+        if values and summary.exists():
+            values["summary"] = summary.read_text().strip("\n")
+        if values:
+            recorded = datetime.fromtimestamp(newest / 1000, UTC).date().isoformat()
+            command = {"mnist_elastic_cnn": "make demo", "kws_densenet_bilstm": "make demo-kws",
+                       "speaker_verification": "make demo-sv"}[workload]
+            written.append(write(f"demo-{workload}", command, recorded, values))
+    return written
+
+
+def record_bench(name: str, source: Path) -> Path:
+    """bench-<name>.json from a bench's result file (bench/results.py wrote it, with its own date and commit)."""
+    result = json.loads(source.read_text())
+    return write(f"bench-{name}", result["command"], result["recorded"], result["values"], result.get("tables"),
+                 source_commit=result.get("commit"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    tests = commands.add_parser("tests", help="make-test.json from `make test`'s JUnit reports")
+    tests.add_argument("--reports", type=Path, default=REPO_ROOT / "var" / "test-reports")
+    demos = commands.add_parser("demos", help="demo-<workload>.json from the newest demo runs in MLflow")
+    demos.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI",
+                                                                f"sqlite:///{REPO_ROOT}/var/mlflow/mlflow.db"))
+    bench = commands.add_parser("bench", help="bench-NAME.json from a bench's result file")
+    bench.add_argument("name")
+    bench.add_argument("source", type=Path)
+    args = parser.parse_args(argv)
+    if args.command == "tests":
+        written = [record_tests(args.reports)]
+    elif args.command == "demos":
+        written = record_demos(args.tracking_uri)
+    else:
+        written = [record_bench(args.name, args.source)]
+    for path in written:
+        print(f"recorded {path.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
