@@ -2,11 +2,10 @@
 
 Every figure in README.md and docs/ comes from one of these files (infra/docs/render.py fills the marked places and
 fails on a typed figure). A file says when, on which commit and on which machine its values were measured, and by
-which command. Three sources:
+which command. Two sources (the benches write their own files through bench/results.py):
 
     record.py tests  [--reports var/test-reports]   `make test`'s JUnit reports → make-test.json
     record.py demos  [--tracking-uri URI]            the newest `make demo*` runs in MLflow → demo-<workload>.json
-    record.py bench NAME FILE.json                   a bench's own JSON result (bench/results.py) → bench-NAME.json
 
 Run with the training environment (MLflow). Nothing here measures: it copies what a run recorded.
 """
@@ -16,9 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
@@ -26,7 +23,9 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RESULTS = REPO_ROOT / "docs" / "results"
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+from results import publish  # noqa: E402  (bench/results.py: the one writer of result files)
+
 # The runs `make demo`, `make demo-kws` and `make demo-sv` make (infra/demo.sh): strategy, then configuration.
 DEMO_CONFIGURATIONS = ("1x1", "1x2")
 DEMO_WORKLOADS = ("mnist_elastic_cnn", "kws_densenet_bilstm", "speaker_verification")
@@ -34,42 +33,6 @@ DEMO_WORKLOADS = ("mnist_elastic_cnn", "kws_densenet_bilstm", "speaker_verificat
 DETAIL_METRIC = re.compile(r"_(class|family|keyword)_|false_accepts_|^val_|^train_|^epoch_|_ci_|^act_dcf|_threshold_|"
                            r"^cllr_|^min_dcf_p0[15]_|_enroll[0-9]")
 TEST_SUITES = {"training": "training.xml", "airflow": "airflow.xml", "postgres": "airflow-postgres.xml"}
-
-
-def machine() -> dict[str, Any]:
-    """What the figures were measured on: CPU model, cores, memory."""
-    model = platform.processor() or "unknown"
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = re.findall(r"^model name\s*:\s*(.+)$", cpuinfo.read_text(), re.MULTILINE)
-        model = names[0].strip() if names else model
-    memory_gib = None
-    meminfo = Path("/proc/meminfo")
-    if meminfo.exists():
-        kib = re.search(r"^MemTotal:\s*(\d+) kB", meminfo.read_text(), re.MULTILINE)
-        memory_gib = round(int(kib.group(1)) / 2**20) if kib else None
-    return {"cpu": model, "cores": os.cpu_count(), "memory_gib": memory_gib, "system": platform.platform()}
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True,
-                              text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def write(name: str, command: str, recorded: str, values: dict[str, Any], tables: dict[str, Any] | None = None,
-          source_commit: str | None = None) -> Path:
-    """Write docs/results/<name>.json whole (a temporary file renamed into place)."""
-    document = {"name": name, "command": command, "recorded": recorded, "commit": source_commit or commit(),
-                "machine": machine(), "values": values, "tables": tables or {}}
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    target = RESULTS / f"{name}.json"
-    staging = target.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n")
-    staging.replace(target)
-    return target
 
 
 def record_tests(reports: Path) -> Path:
@@ -102,7 +65,7 @@ def record_tests(reports: Path) -> Path:
     else:
         values["total_minutes"] = round((last_end - first_start.timestamp()) / 60, 1)
     values["tests"] = sum(values[suite]["tests"] for suite in TEST_SUITES)
-    return write("make-test", "make test", first_start.date().isoformat(), values)
+    return publish("make-test", "make test", values, recorded=first_start.date().isoformat())
 
 
 def record_demos(tracking_uri: str) -> list[Path]:
@@ -141,15 +104,8 @@ def record_demos(tracking_uri: str) -> list[Path]:
             recorded = datetime.fromtimestamp(newest / 1000, UTC).date().isoformat()
             command = {"mnist_elastic_cnn": "make demo", "kws_densenet_bilstm": "make demo-kws",
                        "speaker_verification": "make demo-sv"}[workload]
-            written.append(write(f"demo-{workload}", command, recorded, values))
+            written.append(publish(f"demo-{workload}", command, values, recorded=recorded))
     return written
-
-
-def record_bench(name: str, source: Path) -> Path:
-    """bench-<name>.json from a bench's result file (bench/results.py wrote it, with its own date and commit)."""
-    result = json.loads(source.read_text())
-    return write(f"bench-{name}", result["command"], result["recorded"], result["values"], result.get("tables"),
-                 source_commit=result.get("commit"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,18 +117,13 @@ def main(argv: list[str] | None = None) -> int:
     demos = commands.add_parser("demos", help="demo-<workload>.json from the newest demo runs in MLflow")
     demos.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI",
                                                                 f"sqlite:///{REPO_ROOT}/var/mlflow/mlflow.db"))
-    bench = commands.add_parser("bench", help="bench-NAME.json from a bench's result file")
-    bench.add_argument("name")
-    bench.add_argument("source", type=Path)
     args = parser.parse_args(argv)
     if args.command == "tests":
         written = [record_tests(args.reports)]
-    elif args.command == "demos":
-        written = record_demos(args.tracking_uri)
     else:
-        written = [record_bench(args.name, args.source)]
-    for path in written:
-        print(f"recorded {path.relative_to(REPO_ROOT)}")
+        written = record_demos(args.tracking_uri)
+    if not written:
+        print("nothing recorded: no finished demo runs in that store", file=sys.stderr)
     return 0
 
 
