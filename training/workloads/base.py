@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.settings import Setting
@@ -73,6 +74,12 @@ class WorkloadDefinition:
         from training.contract import job_module
 
         return self.step_jobs.get(step) or job_module(step)
+
+    def job_file(self, step: str) -> Path:
+        """The file spark-submit runs for ``step`` (its ``job_module``'s)."""
+        from training.contract import module_file
+
+        return module_file(self.job_module(step))
 
 
 @dataclass(frozen=True)
