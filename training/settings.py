@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from training.contract import FEATURE_KINDS
+from training.strategies import rules as strategy_rules
 
 # Trigger-form sections, in the order the form shows them.
 DATA = "Data"
@@ -27,7 +28,7 @@ HOROVOD = "Horovod communication"
 DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
 
-STRATEGIES = ("horovod", "downpour", "averaging")
+STRATEGIES = strategy_rules.NAMES  # each strategy declares its own rules there
 OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
 PRECISIONS = ("float32", "mixed_bfloat16")  # Keras dtype policies

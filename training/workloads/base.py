@@ -38,6 +38,9 @@ class WorkloadDefinition:
     defaults: Mapping[str, Any] = field(default_factory=dict)  # this workload's defaults for shared settings
     source_help: str = ""  # what data_source accepts, for the form and --help
     check: Callable[[RunSpec], None] | None = None  # checks across settings; raises RunSpecError
+    # Whether a run's model normalizes batches: statistics beside its trainable weights, which a strategy that
+    # shares trainable weights only (Downpour) refuses (training.strategies.rules). None: never.
+    batch_norm: Callable[[RunSpec], bool] | None = None
     check_source: Callable[[RunSpec], None] | None = None  # the data source exists; raises RunSpecError
     assets: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # step → (Airflow asset name, URI)
     tags: tuple[str, ...] = ()

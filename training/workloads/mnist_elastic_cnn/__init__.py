@@ -94,12 +94,13 @@ def check(spec: RunSpec) -> None:
             if setting.name in ONLINE_ELASTIC_ONLY and getattr(spec, setting.name) != setting.default:
                 raise RunSpecError(f"{setting.name}={getattr(spec, setting.name)!r}: only applies with "
                                    "online_elastic=true")
-    if spec.batch_norm and spec.strategy == "downpour":
-        raise RunSpecError("batch_norm=true: Downpour's parameter server holds trainable parameters only, and the "
-                           "normalization statistics would stay with each worker; use horovod or averaging")
     if spec.train_limit and spec.train_limit < spec.total_workers:
         raise RunSpecError(f"train_limit={spec.train_limit!r}: must give every one of the {spec.total_workers} "
                            "workers at least one example")
+
+
+def uses_batch_norm(spec: RunSpec) -> bool:
+    return spec.batch_norm
 
 
 def check_source(spec: RunSpec) -> None:
@@ -130,6 +131,7 @@ DEFINITION = WorkloadDefinition(
                 "an hdfs:// landing zone the DAG waits for — or an http(s) base URL; empty: the copy vendored in the "
                 "repository (offline).",
     check=check,
+    batch_norm=uses_batch_norm,  # Downpour refuses it (training.strategies.rules)
     check_source=check_source,
     assets={INGEST: ("mnist_raw", "x-cloudburst://datasets/mnist/raw"),
             AUGMENT: ("mnist_elastic", "x-cloudburst://datasets/mnist/elastic"),
