@@ -28,6 +28,7 @@ HOROVOD = "Horovod communication"
 DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
 
+DEFAULT_WORKLOAD = "mnist_elastic_cnn"  # what a run or a study trains when none is named
 STRATEGIES = strategy_rules.NAMES  # each strategy declares its own rules there
 OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
@@ -254,7 +255,7 @@ def _positive(name: str, type_: type, default: Any, title: str, description: str
 
 
 SHARED_SETTINGS: tuple[Setting, ...] = (
-    Setting("workload", str, "mnist_elastic_cnn", "Workload", "What to train; each DAG fixes its own.",
+    Setting("workload", str, DEFAULT_WORKLOAD, "Workload", "What to train; each DAG fixes its own.",
             max_length=64, on_form=False),
     Setting("data_source", str, "", "Data source",
             "Where the raw data comes from; empty: the workload's offline default (the vendored MNIST, a "
@@ -401,4 +402,5 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
 
 # Workload packages use these for their own settings.
 __all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD",
-           "TRAINING", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting", "shown"]
+           "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting",
+           "shown"]

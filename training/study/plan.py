@@ -13,6 +13,7 @@ from typing import Any
 from training import workloads
 from training.config import RunSpec, json_values, setting, workload_defaults
 from training.settings import (
+    DEFAULT_WORKLOAD,
     LINK_RATE_PATTERN,
     RUN_NAME_HELP,
     RUN_NAME_MAX_LENGTH,
@@ -84,7 +85,7 @@ def _longest_run_name_suffix() -> int:
 STUDY_NAME_MAX_LENGTH = RUN_NAME_MAX_LENGTH - _longest_run_name_suffix()
 
 STUDY_SETTINGS: tuple[Setting, ...] = (
-    Setting("workload", str, "mnist_elastic_cnn", "Workload", "What every configuration trains.", STUDY,
+    Setting("workload", str, DEFAULT_WORKLOAD, "Workload", "What every configuration trains.", STUDY,
             choices=tuple(workloads.names())),
     Setting("strategies", str, "horovod,downpour", "Strategies",
             f"Comma-separated: {', '.join(STRATEGIES)}. Each is run at every shape of the grid.", GRID,
