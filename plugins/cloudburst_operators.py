@@ -4,7 +4,8 @@ Airflow and TensorFlow cannot share an environment (see infra/setup.sh), so ever
 environment: Spark steps through the Spark provider's ``SparkSubmitOperator`` with that environment's
 ``spark-submit`` and Python, the others as a subprocess of its Python. Every step gets the same arguments — the
 run specification's flags, rebuilt from the DAG run's Params — so each task's command line shows exactly what it
-was asked to do, and the step names and job paths come from training.contract.
+was asked to do; the step names come from training.contract, each step's job module from the workload's
+definition (``WorkloadDefinition.job_module``).
 """
 
 from __future__ import annotations
@@ -102,16 +103,17 @@ def task_spec(context: Any, step: str, workload: str, branch: str, settings: dic
 
 
 class CloudburstSparkJobOperator(SparkSubmitOperator):
-    """A Spark step (training/jobs/<step>.py), submitted with the training environment's spark-submit.
-    ``settings``, a complete run mapping (templated, so a mapped task can take it from an XCom), replaces the DAG
-    run's Params."""
+    """A Spark step, submitted with the training environment's spark-submit: the file of the workload's job module
+    for it (``WorkloadDefinition.job_module``: training/jobs/<step>.py, or the workload's own). ``settings``, a
+    complete run mapping (templated, so a mapped task can take it from an XCom), replaces the DAG run's Params."""
 
     template_fields = (*SparkSubmitOperator.template_fields, "settings")
 
     def __init__(self, *, step: str, workload: str = "", branch: str = "", conn_id: str = "spark_default",
                  settings: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(
-            application=str(job_path(step)),
+            # the run's workload decides at execute (a study's task learns it from its settings)
+            application=str(workloads.definition(workload).job_file(step) if workload else job_path(step)),
             conn_id=conn_id,
             name=f"cloudburst-{step}",
             driver_memory=os.environ.get("CLOUDBURST_SPARK_DRIVER_MEMORY", "2g"),
@@ -126,6 +128,7 @@ class CloudburstSparkJobOperator(SparkSubmitOperator):
 
     def execute(self, context: Any) -> str:
         spec = task_spec(context, self.step, self.workload, self.branch, self.settings)
+        self.application = str(spec.definition.job_file(self.step))
         self.application_args = spec.to_args()
         self.spark_master = spec.spark_master
         self._hook = None  # built from this run's settings

@@ -30,6 +30,7 @@ from training.settings import (
     shown,
     shown_names,
 )
+from training.strategies.rules import StrategyRules, rules_of
 
 __all__ = ["REPO_ROOT", "OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings", "json_values",
            "preset_values", "run_name_from", "setting", "shard_rows", "workload_defaults", "workload_settings"]
@@ -107,6 +108,11 @@ class _RunSpecMethods:
     def definition(self) -> workloads.WorkloadDefinition:
         return workloads.definition(self.workload)
 
+    @property
+    def strategy_rules(self) -> StrategyRules:
+        """What this run's strategy requires and how it trains (training.strategies.rules)."""
+        return rules_of(self.strategy)
+
     # Locations ------------------------------------------------------------------------------------------------
     def resolved_data_root(self) -> str:
         from training import storage
@@ -180,17 +186,12 @@ class _RunSpecMethods:
 
     # Validation -----------------------------------------------------------------------------------------------
     def validate(self) -> RunSpec:
-        """Check every value against its setting's bounds, then the workload's own rules; raise RunSpecError
-        naming the first bad one."""
+        """Check every value against its setting's bounds, then the strategy's rules, then the workload's own;
+        raise RunSpecError naming the first bad one."""
         for name, entry in SETTINGS.items():
             entry.check(getattr(self, name))
         definition = workloads.definition(self.workload)
-        if self.weight_average_decay and self.strategy != "horovod":
-            raise RunSpecError(f"weight_average_decay={self.weight_average_decay!r}: only the horovod strategy "
-                               f"keeps a weight average, not {self.strategy}")
-        if self.strategy == "downpour" and self.worker_optimizer != SETTINGS["worker_optimizer"].default:
-            raise RunSpecError(f"worker_optimizer={self.worker_optimizer!r}: Downpour's workers step with "
-                               f"server_optimizer (now {self.server_optimizer!r}); set that instead")
+        self.strategy_rules.check(self)
         if definition.check is not None:
             definition.check(self)
         return self
@@ -222,14 +223,7 @@ class _RunSpecMethods:
 
     def examples_per_worker_needed(self) -> tuple[int, str]:
         """The fewest examples a worker's shard may hold for one step of this spec's strategy, and why."""
-        batch = self.batch_size_per_worker
-        if self.strategy == "horovod":
-            return (batch * self.backward_passes_per_step,
-                    f"batch_size_per_worker {batch} × backward_passes_per_step {self.backward_passes_per_step}")
-        if self.strategy == "averaging":  # every round trains on its own 1/rounds_per_epoch of the shard
-            return batch * self.rounds_per_epoch, f"batch_size_per_worker {batch} × rounds_per_epoch " \
-                                                  f"{self.rounds_per_epoch}"
-        return batch, f"batch_size_per_worker {batch}"
+        return self.strategy_rules.examples_per_worker_needed(self)
 
     # Transport ------------------------------------------------------------------------------------------------
     @classmethod

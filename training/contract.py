@@ -27,8 +27,23 @@ def job_module(step: str) -> str:
 
 
 def job_path(step: str) -> Path:
-    """The file spark-submit runs for a Spark step."""
-    return REPO_ROOT / (job_module(step).replace(".", "/") + ".py")
+    """The file spark-submit runs for a Spark step's generic job."""
+    return module_file(job_module(step))
+
+
+def module_file(module: str) -> Path:
+    """The file of ``module`` (spark-submit runs a file, not a module), found as ``python -m`` finds it: only its
+    parent packages are imported — a workload's package ``__init__`` is standard library only."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module)
+    except ImportError as error:
+        raise ValueError(f"job module {module!r}: its package does not import here ({error})") from error
+    if found is None or not found.origin or not found.origin.endswith(".py"):
+        raise ValueError(f"job module {module!r}: no Python file for it on this environment's path (is its "
+                         "package installed, or on PYTHONPATH?)")
+    return Path(found.origin)
 
 
 # A run directory (<data root>/runs/<workload>/<run name>/) holds these; the Airflow side reads the last two.

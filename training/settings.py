@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
 from training.contract import FEATURE_KINDS
+from training.strategies import rules as strategy_rules
 
 # Trigger-form sections, in the order the form shows them.
 DATA = "Data"
@@ -27,7 +28,8 @@ HOROVOD = "Horovod communication"
 DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
 
-STRATEGIES = ("horovod", "downpour", "averaging")
+DEFAULT_WORKLOAD = "mnist_elastic_cnn"  # what a run or a study trains when none is named
+STRATEGIES = strategy_rules.NAMES  # each strategy declares its own rules there
 OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
 PRECISIONS = ("float32", "mixed_bfloat16")  # Keras dtype policies
@@ -253,7 +255,7 @@ def _positive(name: str, type_: type, default: Any, title: str, description: str
 
 
 SHARED_SETTINGS: tuple[Setting, ...] = (
-    Setting("workload", str, "mnist_elastic_cnn", "Workload", "What to train; each DAG fixes its own.",
+    Setting("workload", str, DEFAULT_WORKLOAD, "Workload", "What to train; each DAG fixes its own.",
             max_length=64, on_form=False),
     Setting("data_source", str, "", "Data source",
             "Where the raw data comes from; empty: the workload's offline default (the vendored MNIST, a "
@@ -400,4 +402,5 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
 
 # Workload packages use these for their own settings.
 __all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD",
-           "TRAINING", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting", "shown"]
+           "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting",
+           "shown"]

@@ -30,6 +30,17 @@ def test_the_toy_dag_is_its_steps_with_its_defaults_on_the_form(toy_dag):
     assert "alpha" not in toy_dag.params and "speakers" not in toy_dag.params
 
 
+def test_the_toy_owns_its_shard_step_and_spark_submits_its_own_file(toy_dag):
+    """A workload package may own a Spark step: the operator submits the file of the definition's job module."""
+    from cloudburst_operators import CloudburstSparkJobOperator
+
+    assert Path(toy_dag.get_task("shard").application) == REPO_ROOT / "tests" / "toy_workload" / "shard.py"
+    assert Path(toy_dag.get_task("train").application) == REPO_ROOT / "training" / "jobs" / "train.py"
+    # a study's task learns its workload from its settings, so its file is chosen when it runs
+    assert Path(CloudburstSparkJobOperator(task_id="study_shard", step="shard").application) \
+        == REPO_ROOT / "training" / "jobs" / "shard.py"
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_the_toy_workload_trains_under_every_strategy(toy_dag, tmp_path, strategy):
     import mlflow

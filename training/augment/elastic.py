@@ -13,8 +13,8 @@ import functools
 
 import numpy as np
 
-DEFAULT_ALPHA = 34.0
-DEFAULT_SIGMA = 4.0
+from training.augment.elastic_parameters import DEFAULT_ALPHA, DEFAULT_SIGMA
+
 GAUSSIAN_TRUNCATE = 4.0  # kernel radius in sigmas, as scipy.ndimage.gaussian_filter
 
 _MIX1 = np.uint32(0x7FEB352D)

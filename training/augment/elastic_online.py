@@ -17,12 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from training.augment.elastic import gaussian_smoothing_matrix, validate_parameters
-
-MAX_ROTATION_DEGREES = 180.0
-MAX_SCALE_JITTER = 0.5  # beyond ±50 % a digit leaves the 28 × 28 frame or shrinks to a few pixels
-# MNIST's digits sit in a 20 × 20 box centred in 28 × 28 (4 pixels to each edge): shifted by 8, a fifth of the box
-# is already outside the frame.
-MAX_SHIFT_PIXELS = 8.0
+from training.augment.elastic_parameters import MAX_ROTATION_DEGREES, MAX_SCALE_JITTER, MAX_SHIFT_PIXELS
 
 
 def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float, affine: Any = None,

@@ -1,22 +1,13 @@
 """Distribution strategies behind one interface (:class:`training.strategies.base.Strategy`); a DAG picks one
-by name through the ``strategy`` parameter."""
+by name through the ``strategy`` parameter. Each one's rules are in :mod:`training.strategies.rules`; this package
+stays light (standard library only at import) because the Airflow side reads those rules."""
 
 from __future__ import annotations
 
 from training.strategies.base import Strategy
+from training.strategies.rules import rules_of
 
 
 def get_strategy(name: str) -> Strategy:
-    if name == "horovod":
-        from training.strategies.horovod import HorovodStrategy
-
-        return HorovodStrategy()
-    if name == "downpour":
-        from training.strategies.downpour import DownpourStrategy
-
-        return DownpourStrategy()
-    if name == "averaging":
-        from training.strategies.averaging import AveragingStrategy
-
-        return AveragingStrategy()
-    raise ValueError(f"unknown strategy {name!r}")
+    """The class that trains with strategy ``name``, imported now (ValueError for an unknown name)."""
+    return rules_of(name).trainer()

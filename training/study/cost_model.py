@@ -8,24 +8,27 @@ hide::
     step      = compute + messages per step × cost per message + max(0, wire − overlap × compute)
     samples/s = workers × batch / step
 
-Bytes a worker sends per step (P parameters of 4 bytes; fp16 compression halves Horovod's):
+Bytes a worker sends per step (P parameters of 4 bytes; fp16 compression halves an all-reduce's), by the
+communication pattern each strategy declares (training.strategies.rules):
 
-    horovod    2(N−1)/N × 4P          ring all-reduce of N workers, every step
-    downpour   4P/n_push + 4P/n_fetch  its pushes and fetches, through its link to the server (whose own
-                                       link carries N times that: the slower of the two bounds the step)
-    averaging  2 × 4P × R / S          weights down and up once per round (R rounds in S steps per epoch)
+    all-reduce        2(N−1)/N × 4P          ring all-reduce of N workers, every step (horovod)
+    parameter-server  4P/n_push + 4P/n_fetch  its pushes and fetches, through its link to the server (whose own
+                                              link carries N times that: the slower of the two bounds the step;
+                                              downpour)
+    rounds            2 × 4P × R / S          weights down and up once per round (R rounds in S steps per epoch;
+                                              averaging)
 
 The cost per message is work on the worker's own cores (Horovod negotiating and reducing each collective, the
 Downpour client serialising a push, a Spark job per averaging round), so no compute hides it; only time spent
 waiting on the wire can overlap compute. What a study fits from its own runs (:func:`fit`), per strategy: that
 ``cost per message`` and the ``overlap`` (0: none; 1: the wire is hidden while it takes no longer than the
-compute). Downpour's overlap is not fitted but 1, by design: its client fetches and pushes on a thread of its own
-while the worker goes on computing. Compute per example comes from runs that do not communicate, all hosts busy
-at once — each strategy's own ceiling where the study ran one (their worker loops differ), else any ceiling with
-the same threads — since one process alone runs faster than it does beside others. The link's ``efficiency`` is
-an input, 1 (the nominal rate) unless told: fitted alongside the rest it traded off against the overlaps
-(anywhere from 0.26 to 1.00 on the cluster studies of 2026-12-03 and 2026-12-05), and taking it as 1 left each
-of those studies' median leave-one-out error the same and its largest error no larger.
+compute). An asynchronous strategy's overlap (Downpour's) is not fitted but 1, by design: its client fetches and
+pushes on a thread of its own while the worker goes on computing. Compute per example comes from runs that do not
+communicate, all hosts busy at once — each strategy's own ceiling where the study ran one (their worker loops
+differ), else any ceiling with the same threads — since one process alone runs faster than it does beside others.
+The link's ``efficiency`` is an input, 1 (the nominal rate) unless told: fitted alongside the rest it traded off
+against the overlaps (anywhere from 0.26 to 1.00 on the cluster studies of 2026-12-03 and 2026-12-05), and taking
+it as 1 left each of those studies' median leave-one-out error the same and its largest error no larger.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from training.settings import STRATEGIES
+from training.strategies.rules import ALL_REDUCE, PARAMETER_SERVER, RULES, rules_of
 
 BYTES_PER_PARAMETER = 4  # float32
 
@@ -59,6 +63,11 @@ class Configuration:
     # link. On the namespace cluster the driver's side is not shaped (inf); a real cluster's driver node has a
     # link like the others, and at 64 workers that link, not the workers', bounds the step.
     server_link_bytes_per_second: float = math.inf
+
+    @property
+    def communication(self) -> str:
+        """How this strategy's workers communicate (training.strategies.rules)."""
+        return rules_of(self.strategy).communication
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -98,25 +107,25 @@ def bytes_per_step(configuration: Configuration) -> float:
     """Bytes one worker sends per step (what it receives is the same amount)."""
     weights = BYTES_PER_PARAMETER * configuration.parameters
     workers = configuration.workers
-    if configuration.strategy == "horovod":
+    if configuration.communication == ALL_REDUCE:
         ring = 2 * (workers - 1) / workers * weights
         return ring / 2 if configuration.fp16_compression else ring
-    if configuration.strategy == "downpour":
+    if configuration.communication == PARAMETER_SERVER:
         return weights / configuration.n_push + weights / configuration.n_fetch
     return 2 * weights * configuration.rounds_per_epoch / configuration.steps_per_epoch
 
 
 def messages_per_step(configuration: Configuration) -> float:
     """Round trips per step that each pay the link's latency."""
-    if configuration.strategy == "horovod":
+    if configuration.communication == ALL_REDUCE:
         return 2 * (configuration.workers - 1)  # the ring's reduce-scatter and all-gather
-    if configuration.strategy == "downpour":
+    if configuration.communication == PARAMETER_SERVER:
         return 1 / configuration.n_push + 1 / configuration.n_fetch
     return 2 * configuration.rounds_per_epoch / configuration.steps_per_epoch
 
 
 def communicates(configuration: Configuration) -> bool:
-    return not (configuration.strategy == "horovod" and configuration.workers == 1)
+    return not (configuration.communication == ALL_REDUCE and configuration.workers == 1)  # a ring of one
 
 
 def wire_seconds(configuration: Configuration, constants: Constants) -> float:
@@ -125,7 +134,7 @@ def wire_seconds(configuration: Configuration, constants: Constants) -> float:
         return 0.0
     rate = constants.efficiency * configuration.link_bytes_per_second
     on_the_wire = bytes_per_step(configuration) / rate
-    if configuration.strategy == "downpour":  # the server's link carries every worker's share at once
+    if configuration.communication == PARAMETER_SERVER:  # the server's link carries every worker's share at once
         server = constants.efficiency * configuration.server_link_bytes_per_second
         on_the_wire = max(on_the_wire, configuration.workers * bytes_per_step(configuration) / server)
     return on_the_wire + messages_per_step(configuration) * configuration.latency_seconds
@@ -167,9 +176,9 @@ OVERLAPS = tuple(i / 20 for i in range(21))
 MESSAGE_SECONDS = (0.0, *(10 ** (exponent / 5) for exponent in range(-30, 1)))
 
 
-# Downpour's client is asynchronous (a thread of its own fetches and pushes while the worker computes), so its
-# wire time hides behind the compute by design: not a constant to fit.
-FIXED_OVERLAP = {"downpour": 1.0}
+# An asynchronous strategy's client (Downpour's) fetches and pushes on a thread of its own while the worker
+# computes, so its wire time hides behind the compute by design: not a constant to fit.
+FIXED_OVERLAP = {rules.name: 1.0 for rules in RULES if rules.asynchronous}
 
 
 def fit(observations: Sequence[Observation], seconds_per_example: dict[int, float],

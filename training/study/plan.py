@@ -13,6 +13,7 @@ from typing import Any
 from training import workloads
 from training.config import RunSpec, json_values, setting, workload_defaults
 from training.settings import (
+    DEFAULT_WORKLOAD,
     LINK_RATE_PATTERN,
     RUN_NAME_HELP,
     RUN_NAME_MAX_LENGTH,
@@ -23,6 +24,7 @@ from training.settings import (
     shown,
     shown_names,
 )
+from training.strategies.rules import rules_of
 from training.strict_json import loads_object
 
 GRID = "Grid"
@@ -55,8 +57,8 @@ def run_label(strategy: str, nodes: int, per_node: int, threads: int, n_push: in
               link: str, links: int) -> str:
     """A run's label: its strategy and shape, with n_push (downpour), its variant and its link rate when the study
     has several."""
-    suffix = (f"-p{n_push}" if strategy == "downpour" else "") + (f"-v{variant}" if variants > 1 else "") + (
-        f"-{link}" if links > 1 else "")
+    suffix = (f"-p{n_push}" if rules_of(strategy).pushes_and_fetches else "") + (
+        f"-v{variant}" if variants > 1 else "") + (f"-{link}" if links > 1 else "")
     return f"{strategy}-{nodes}x{per_node}-t{threads}{suffix}"
 
 
@@ -83,11 +85,11 @@ def _longest_run_name_suffix() -> int:
 STUDY_NAME_MAX_LENGTH = RUN_NAME_MAX_LENGTH - _longest_run_name_suffix()
 
 STUDY_SETTINGS: tuple[Setting, ...] = (
-    Setting("workload", str, "mnist_elastic_cnn", "Workload", "What every configuration trains.", STUDY,
+    Setting("workload", str, DEFAULT_WORKLOAD, "Workload", "What every configuration trains.", STUDY,
             choices=tuple(workloads.names())),
     Setting("strategies", str, "horovod,downpour", "Strategies",
-            "Comma-separated: horovod, downpour, averaging. Each is run at every shape of the grid.", GRID,
-            pattern=_STRATEGY_LIST, pattern_help="must be a comma-separated list of horovod, downpour, averaging"),
+            f"Comma-separated: {', '.join(STRATEGIES)}. Each is run at every shape of the grid.", GRID,
+            pattern=_STRATEGY_LIST, pattern_help=f"must be a comma-separated list of {', '.join(STRATEGIES)}"),
     Setting("nodes", str, "1", "Nodes", "Comma-separated node counts, e.g. 1,2 (the cluster must have them).",
             GRID, pattern=_INTEGER_LIST, pattern_help="must be comma-separated whole numbers, e.g. 1,2"),
     Setting("workers_per_node", str, "2", "Workers per node",
@@ -314,7 +316,7 @@ def expand(name: str, base: dict[str, Any], grid: dict[str, tuple[Any, ...]], re
                                         strategy=strategy, nodes=nodes, workers_per_node=per_node,
                                         threads_per_worker=threads, communication=False, link_rate=links[0])
         for strategy in grid["strategies"]:
-            pushes = grid["n_push"] if strategy == "downpour" else (base["n_push"],)
+            pushes = grid["n_push"] if rules_of(strategy).pushes_and_fetches else (base["n_push"],)
             for nodes, per_node, threads in shapes():
                 for n_push, (index, variant), link in itertools.product(pushes, enumerate(variants), links):
                     if (strategy, nodes * per_node, threads, n_push, variant) == (

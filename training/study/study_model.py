@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from training.strategies.rules import rules_of
 from training.study import cost_model
 from training.study.plan import BASELINE, CEILING, RUN
 
@@ -117,7 +118,7 @@ def fit_study(rows: Sequence[Row]) -> StudyModel:
     extrapolated = []
     shapes = {}
     for row in measured:  # one shape per strategy and n_push: the study's run of it with the most workers
-        key = (row.strategy, row.n_push if row.strategy == "downpour" else 0)
+        key = (row.strategy, row.n_push if rules_of(row.strategy).pushes_and_fetches else 0)
         if key not in shapes or row.total_workers > shapes[key].total_workers:
             shapes[key] = row
     for row in shapes.values():

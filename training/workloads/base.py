@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from training.settings import Setting
@@ -37,6 +38,9 @@ class WorkloadDefinition:
     defaults: Mapping[str, Any] = field(default_factory=dict)  # this workload's defaults for shared settings
     source_help: str = ""  # what data_source accepts, for the form and --help
     check: Callable[[RunSpec], None] | None = None  # checks across settings; raises RunSpecError
+    # Whether a run's model normalizes batches: statistics beside its trainable weights, which a strategy that
+    # shares trainable weights only (Downpour) refuses (training.strategies.rules). None: never.
+    batch_norm: Callable[[RunSpec], bool] | None = None
     check_source: Callable[[RunSpec], None] | None = None  # the data source exists; raises RunSpecError
     assets: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # step → (Airflow asset name, URI)
     tags: tuple[str, ...] = ()
@@ -73,6 +77,12 @@ class WorkloadDefinition:
         from training.contract import job_module
 
         return self.step_jobs.get(step) or job_module(step)
+
+    def job_file(self, step: str) -> Path:
+        """The file spark-submit runs for ``step`` (its ``job_module``'s)."""
+        from training.contract import module_file
+
+        return module_file(self.job_module(step))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
+from training.augment.elastic_parameters import (
+    DEFAULT_ALPHA,
+    DEFAULT_SIGMA,
+    MAX_ROTATION_DEGREES,
+    MAX_SCALE_JITTER,
+    MAX_SHIFT_PIXELS,
+)
 from training.contract import AUGMENT, EVALUATE, INGEST, REPO_ROOT, SHARD, TRAIN
 from training.settings import AUGMENTATION, DATA, TRAINING, RunSpecError, Setting, shown
 from training.workloads.base import WorkloadDefinition
@@ -19,8 +26,6 @@ if TYPE_CHECKING:
 
 NAME = "mnist_elastic_cnn"
 VENDORED_MNIST = REPO_ROOT / "data" / "mnist"
-DEFAULT_ALPHA = 34.0  # Simard et al. 2003
-DEFAULT_SIGMA = 4.0
 # The limits name the dataset (raw-train<N>-test<M>): bounded, so that name is too.
 MAX_IMAGE_LIMIT = 10_000_000
 
@@ -49,14 +54,15 @@ SETTINGS = (
     Setting("rotation_degrees", float, 0.0, "Random rotation on the fly (± degrees)",
             "With online_elastic: each deformed image is also rotated about its centre by an angle drawn uniformly "
             "in ± this many degrees (Cireşan et al. 2010 used 15 with elastic deformation). 0: no rotation.",
-            AUGMENTATION, minimum=0, maximum=180),
+            AUGMENTATION, minimum=0, maximum=MAX_ROTATION_DEGREES),
     Setting("scale_jitter", float, 0.0, "Random scaling on the fly (± share)",
             "With online_elastic: each deformed image is also scaled about its centre by 1 ± up to this share, rows "
-            "and columns apart (Cireşan et al. 2010: 0.15). 0: no scaling.", AUGMENTATION, minimum=0, maximum=0.5),
+            "and columns apart (Cireşan et al. 2010: 0.15). 0: no scaling.", AUGMENTATION, minimum=0,
+            maximum=MAX_SCALE_JITTER),
     Setting("shift_pixels", float, 0.0, "Random shift on the fly (± pixels)",
             "With online_elastic: each deformed image is also moved as a whole by up to ± this many pixels, rows "
             "and columns apart (uniform, sub-pixel), since the elastic field only moves strokes locally. 0: no "
-            "shift.", AUGMENTATION, minimum=0, maximum=8),
+            "shift.", AUGMENTATION, minimum=0, maximum=MAX_SHIFT_PIXELS),
     Setting("convolutions_per_stage", int, 1, "Convolutions per stage",
             "3×3 convolutions before each of the CNN's two poolings (32 then 64 filters). 1 is the fast model "
             "(225,034 parameters); 2 is the deeper one, measured 2.8–3.5× slower per image on 2 cores.",
@@ -94,12 +100,13 @@ def check(spec: RunSpec) -> None:
             if setting.name in ONLINE_ELASTIC_ONLY and getattr(spec, setting.name) != setting.default:
                 raise RunSpecError(f"{setting.name}={getattr(spec, setting.name)!r}: only applies with "
                                    "online_elastic=true")
-    if spec.batch_norm and spec.strategy == "downpour":
-        raise RunSpecError("batch_norm=true: Downpour's parameter server holds trainable parameters only, and the "
-                           "normalization statistics would stay with each worker; use horovod or averaging")
     if spec.train_limit and spec.train_limit < spec.total_workers:
         raise RunSpecError(f"train_limit={spec.train_limit!r}: must give every one of the {spec.total_workers} "
                            "workers at least one example")
+
+
+def uses_batch_norm(spec: RunSpec) -> bool:
+    return spec.batch_norm
 
 
 def check_source(spec: RunSpec) -> None:
@@ -130,6 +137,7 @@ DEFINITION = WorkloadDefinition(
                 "an hdfs:// landing zone the DAG waits for — or an http(s) base URL; empty: the copy vendored in the "
                 "repository (offline).",
     check=check,
+    batch_norm=uses_batch_norm,  # Downpour refuses it (training.strategies.rules)
     check_source=check_source,
     assets={INGEST: ("mnist_raw", "x-cloudburst://datasets/mnist/raw"),
             AUGMENT: ("mnist_elastic", "x-cloudburst://datasets/mnist/elastic"),
