@@ -30,10 +30,10 @@ test-fast: setup-training  ## tests without the slow Spark/Horovod ones
 
 docs: setup  ## the docs site into var/site: figures from docs/results, the settings reference, MkDocs (strict)
 	$(TRAINING_BIN)/python infra/docs/render.py
-	$(VENV)/docs/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/docs/bin/mkdocs build --strict
 
 docs-serve: docs  ## the docs site at http://127.0.0.1:8000 (Ctrl-C stops it)
-	$(VENV)/docs/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+	NO_MKDOCS_2_WARNING=1 $(VENV)/docs/bin/mkdocs serve --dev-addr 127.0.0.1:8000
 
 record-results: setup-training  ## copy the last make test's and demos' measurements into docs/results (then make docs)
 	$(TRAINING_BIN)/python infra/docs/record.py tests

@@ -15,6 +15,7 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MKDOCS = REPO_ROOT / ".venv" / "docs" / "bin" / "mkdocs"
+os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material 9.8 prints a notice on every build
 README_MOST_LINES = 200
 
 

@@ -43,6 +43,9 @@ BLOCK = re.compile(r"<!-- (results-index|history) -->(.*?)<!-- /\1 -->", re.DOTA
 # (≥ 97 %, ≤ 60 lines) are not measurements; neither is anything in code, a marker or a comment.
 MEASURED = re.compile(r"(?<![≥≤<>~±] )(?<![≥≤<>~±\w.,/-])\d[\d,]*(?:\.\d+)?\s?"
                       r"(?:%|(?:×|x\b)(?!\s?\d)|s\b|ms\b|min\b|h\b|GFLOP/s|samples/s)")
+# A bound, a default or a target said in words ("at least 3 %", "after 60 s", "a target of 99 %") is not a measurement.
+BOUND_WORDS = re.compile(r"\b(at least|at most|up to|default|defaults to|after|within|more than|less than|"
+                         r"target of|times out after|every)\s*$", re.IGNORECASE)
 NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|<!--.*?-->|\]\([^)]*\)|<img [^>]*>", re.DOTALL)
 FORMATS = {
     "pct": lambda v: f"{100 * v:.2f} %",
@@ -167,7 +170,8 @@ def typed_figures(text: str, page: str) -> list[str]:
         blanked = pattern.sub(lambda match: re.sub(r"[^\n]", " ", match.group(0)), blanked)
     found = []
     for number, line in enumerate(blanked.splitlines(), 1):
-        found += [f"{page}:{number}: {match.group(0)!r}" for match in MEASURED.finditer(line)]
+        found += [f"{page}:{number}: {match.group(0)!r}" for match in MEASURED.finditer(line)
+                  if not BOUND_WORDS.search(line[:match.start()])]
     return found
 
 
