@@ -9,7 +9,8 @@ bench-roofline) with `command` the make command, `values` its headline figures (
 and `tables` the tables it prints, built by the bench's own `result_tables(...)`.
 
 The rule for other arguments: a bench records only a run whose arguments are exactly those of one of its make
-targets (its `RUNS`: result name → make command and arguments, compared once parsed, defaults included). A run
+targets (its `RUNS`: result name → make command and arguments, compared once parsed, defaults included;
+cost_model_fit.py, which no target runs, records its own defaults). A run
 with any other argument (a smaller size for a quick check, another target) prints its tables as before, says that
 it recorded nothing, and leaves docs/results as it was: a quick check never overwrites the figures of the default
 run, and every file under docs/results comes from a make command that can be run again.
@@ -87,6 +88,13 @@ def table(columns: list[tuple[str, str, str]], rows: list[dict[str, Any]]) -> di
     return {"columns": [list(entry) for entry in columns], "rows": rows}
 
 
+def _plain(value: Any) -> Any:
+    """NumPy's scalars and arrays as JSON's numbers and lists (a bench's figures often are NumPy's)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
 def publish(name: str, command: str, values: dict[str, Any], tables: dict[str, Any] | None = None,
             recorded: str | None = None) -> Path:
     """Write docs/results/<name>.json whole (a temporary file renamed into place) and say where."""
@@ -96,7 +104,7 @@ def publish(name: str, command: str, values: dict[str, Any], tables: dict[str, A
     RESULTS.mkdir(parents=True, exist_ok=True)
     target = RESULTS / f"{name}.json"
     staging = target.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(document, indent=1) + "\n")
+    staging.write_text(json.dumps(document, indent=1, default=_plain) + "\n")
     staging.replace(target)
     print(f"recorded {target.relative_to(REPO_ROOT)} (make docs renders it)")
     return target
