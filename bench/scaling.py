@@ -209,6 +209,12 @@ def scaling_row(name: str, measured: dict[str, Any], ceiling_rate: float) -> dic
             "final_accuracy": measured.get("final_accuracy")}
 
 
+def sweep_row(batch: int, fp16: bool, passes: int, rate: float, ceiling_rate: float) -> dict[str, Any]:
+    """The knob sweep's row as raw values."""
+    return {"batch": batch, "fp16": "yes" if fp16 else "no", "passes": passes, "samples_per_second": rate,
+            "ceiling_samples_per_second": ceiling_rate, "of_ceiling": rate / ceiling_rate}
+
+
 def result_tables(settings: dict[str, Any], rows: list[dict[str, Any]], target_eer: float | None = None,
                   eer_rows: list[dict[str, Any]] | None = None,
                   sweep_rows: list[dict[str, Any]] | None = None) -> tuple[dict, dict]:
@@ -346,9 +352,7 @@ def main() -> None:
         if batch not in ceilings:
             ceilings[batch] = ceiling(spec.with_changes(epochs=2).to_mapping())["samples_per_second"]
         rate = median_throughput(horovod(spec, spark, f"bench-sweep-{batch}-{fp16}-{passes}")["epochs"])
-        sweep_rows.append({"batch": batch, "fp16": "yes" if fp16 else "no", "passes": passes,
-                           "samples_per_second": rate, "ceiling_samples_per_second": ceilings[batch],
-                           "of_ceiling": rate / ceilings[batch]})
+        sweep_rows.append(sweep_row(batch, fp16, passes, rate, ceilings[batch]))
         print(f"| {batch} | {'yes' if fp16 else 'no'} | {passes} | {rate:,.0f} | {ceilings[batch]:,.0f} | "
               f"{rate / ceilings[batch]:.0%} |", flush=True)
     spark.stop()
