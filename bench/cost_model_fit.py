@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=newest, help="a bench/cluster_links.py JSON (default: newest)")
     parser.add_argument("--parameters", type=int, default=225_034, help="the model's parameters (MNIST CNN)")
     args = parser.parse_args()
-    run = recorded_as(parser, args, RUNS)
+    recorded = recorded_as(parser, args, RUNS)
     if args.results is None or not args.results.is_file():
         parser.error("no cluster bench results: run `make bench-cluster` first, or give --results")
     results = json.loads(args.results.read_text())
@@ -126,7 +126,7 @@ def main() -> None:
     figure.savefig(figure_path, dpi=100)
     close(figure)
     print(f"\nfigure: {figure_path}")
-    publish_run(run, *result_tables(args.results.name, fitted.overlap, fitted.message_seconds, prediction_rows,
+    publish_run(recorded, *result_tables(args.results.name, fitted.overlap, fitted.message_seconds, prediction_rows,
                                     median_error(predictions), table))
 
 
