@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results import key, publish_run, recorded_as, table
+
 from training import REPO_ROOT
 from training.settings import STRATEGIES
 from training.study.report import above_ceiling, relative_spread
@@ -50,6 +52,7 @@ from training.study.report import above_ceiling, relative_spread
 SCRIPT = REPO_ROOT / "infra" / "cluster" / "netns.sh"
 OUT = REPO_ROOT / "var" / "bench" / "cluster"
 STEP_TIMEOUT_S = 3600
+RUNS = {"bench-cluster": ("make bench-cluster", [])}
 
 
 def netns(*arguments: str, timeout: float = 900) -> tuple[str, float]:
@@ -159,6 +162,49 @@ def row(name: str, measured: dict[str, Any], baseline: float, ceiling_rate: floa
             f"{f'{moved / 1e9:.2f} GB' if moved else '–'} | {f'{wire / 1e9:.2f} GB' if wire else '–'} |")
 
 
+def result_tables(results: dict[str, Any], target: float) -> tuple[dict, dict]:
+    """(values, tables) for docs/results from the results the bench saves (var/bench/cluster/<stamp>.json: its
+    settings, "1x1", "ceilings" per strategy, per link "up_seconds", "down_seconds" and "runs" per contender).
+    values: settings; one_by_one (samples_per_second, seconds_to_target); ceilings per strategy (samples_per_second,
+    epoch_spread); runs per link (10gbit, …) per contender (``key``: horovod_3x1, downpour_n_push_4, averaging):
+    samples_per_second, speedup (× 1x1), of_ceiling, seconds_to_target, final_accuracy, gigabytes_moved,
+    gigabytes_on_the_wire; cluster per link: up_seconds, down_seconds. tables: "runs" and "cluster", as printed."""
+    baseline = results["1x1"]["samples_per_second"]
+    ceiling_rates = {strategy: run["samples_per_second"] for strategy, run in results["ceilings"].items()}
+    rows = []
+    for link, measured in results["links"].items():
+        for name, run in measured["runs"].items():
+            rate = run["samples_per_second"]
+            moved, wire = run.get("bytes_moved"), run.get("wire_bytes")
+            rows.append({"link": link, "configuration": name, "samples_per_second": rate, "speedup": rate / baseline,
+                         "of_ceiling": rate / ceiling_rates[strategy_of(name)],
+                         "seconds_to_target": run.get("time_to_target_seconds") or None,
+                         "final_accuracy": run.get("final_accuracy"),
+                         "gigabytes_moved": moved / 1e9 if moved else None,
+                         "gigabytes_on_the_wire": wire / 1e9 if wire else None})
+    fields = ("samples_per_second", "speedup", "of_ceiling", "seconds_to_target", "final_accuracy",
+              "gigabytes_moved", "gigabytes_on_the_wire")
+    values = {"settings": dict(results["settings"]),
+              "one_by_one": {"samples_per_second": baseline,
+                             "seconds_to_target": results["1x1"].get("time_to_target_seconds")},
+              "ceilings": {strategy: {"samples_per_second": run["samples_per_second"],
+                                      "epoch_spread": relative_spread(run["epoch_rates"][1:]) or 0.0}
+                           for strategy, run in results["ceilings"].items()},
+              "runs": {link: {key(row["configuration"]): {field: row[field] for field in fields}
+                              for row in rows if row["link"] == link} for link in results["links"]},
+              "cluster": {link: {"up_seconds": measured["up_seconds"], "down_seconds": measured["down_seconds"]}
+                          for link, measured in results["links"].items()}}
+    runs = table([("link", "link", "text"), ("configuration", "configuration", "text"),
+                  ("samples/s", "samples_per_second", "int"), ("× 1x1", "speedup", "x"),
+                  ("of its ceiling", "of_ceiling", "pct1"), (f"s to {target:.1%}", "seconds_to_target", "s"),
+                  ("final accuracy", "final_accuracy", "pct"), ("GB moved", "gigabytes_moved", "num"),
+                  ("GB on the wire", "gigabytes_on_the_wire", "num")], rows)
+    cluster = table([("link", "link", "text"), ("cluster up", "up_seconds", "s"),
+                     ("cluster down", "down_seconds", "s")],
+                    [{"link": link, **values["cluster"][link]} for link in results["links"]])
+    return values, {"runs": runs, "cluster": cluster}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,6 +224,7 @@ def main() -> None:
     parser.add_argument("--train-limit", type=int, default=0, help="first N training images only (a smoke run)")
     parser.add_argument("--test-limit", type=int, default=0, help="first N test images only (a smoke run)")
     args = parser.parse_args()
+    run = recorded_as(parser, args, RUNS)
     if os.geteuid() != 0:
         sys.exit("the cluster bench needs root (network namespaces)")
     args.ceiling_epochs = args.ceiling_epochs or args.epochs
@@ -266,8 +313,9 @@ def main() -> None:
         print(f"| {link} | {measured['up_seconds']:.0f} s | {measured['down_seconds']:.0f} s |")
     print(f"\nresults: {OUT / f'{stamp}.json'}")
     problem = above_ceiling(ratios, margins)
-    if problem:
+    if problem:  # a ceiling measured other work: nothing is recorded in docs/results
         sys.exit(problem)
+    publish_run(run, *result_tables(results, args.target))
 
 
 if __name__ == "__main__":

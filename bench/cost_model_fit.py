@@ -17,6 +17,9 @@ import argparse
 import json
 import statistics
 from pathlib import Path
+from typing import Any
+
+from results import key, publish_run, recorded_as, table
 
 from training import REPO_ROOT
 from training.evaluation.figures import close
@@ -24,6 +27,8 @@ from training.study.cost_model import Configuration, fit, leave_one_out, median_
 from training.study.study_model import EXTRAPOLATED_LINKS, EXTRAPOLATED_NODES, extrapolate, extrapolation_figure
 
 LINK_BYTES_PER_SECOND = {"10gbit": 1.25e9, "1gbit": 1.25e8, "100mbit": 1.25e7}
+# No make target runs it: its own defaults (the newest cluster bench) are the recorded run.
+RUNS = {"bench-cost-model-fit": (".venv/training/bin/python bench/cost_model_fit.py", [])}
 
 
 def configuration(name: str, link: str, settings: dict, parameters: int, steps_per_epoch: int) -> Configuration:
@@ -36,6 +41,30 @@ def configuration(name: str, link: str, settings: dict, parameters: int, steps_p
     return Configuration(name.split()[0], **common)
 
 
+def result_tables(fitted_to: str, overlap: dict[str, float], message_seconds: dict[str, float],
+                  predictions: list[dict[str, Any]], median: float,
+                  extrapolation: dict[str, list[tuple[int, str, float, float]]]) -> tuple[dict, dict]:
+    """(values, tables) for docs/results. values: fitted_to (the cluster bench's file), overlap and
+    message_seconds per strategy, median_error, errors per configuration (``key`` of "LINK NAME": 10gbit_horovod_3x1),
+    and extrapolated speedups per strategy (``key``: horovod, downpour_n_push_4, …) per "NODES_LINK" (8_1_gbit_s):
+    model output, not measurements. tables: "predictions" (leave one out) and "extrapolation", as printed."""
+    columns = [(f"{nodes} nodes, {link}", key(f"{nodes} {link}"), "x")
+               for nodes, link, _, _ in next(iter(extrapolation.values()), [])]
+    extrapolated = [{"strategy": name, **{key(f"{nodes} {link}"): speed for nodes, link, _, speed in rows}}
+                    for name, rows in extrapolation.items()]
+    values = {"fitted_to": fitted_to, "overlap": dict(overlap), "message_seconds": dict(message_seconds),
+              "median_error": median,
+              "errors": {key(row["configuration"]): row["error"] for row in predictions},
+              "extrapolated_speedup": {key(row["strategy"]): {field: speed for field, speed in row.items()
+                                                              if field != "strategy"} for row in extrapolated}}
+    tables = {"predictions": table([("configuration", "configuration", "text"),
+                                    ("measured samples/s", "measured", "int"),
+                                    ("predicted (left out)", "predicted", "int"), ("error", "error", "pct1")],
+                                   predictions),
+              "extrapolation": table([("strategy", "strategy", "text"), *columns], extrapolated)}
+    return values, tables
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -44,6 +73,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=newest, help="a bench/cluster_links.py JSON (default: newest)")
     parser.add_argument("--parameters", type=int, default=225_034, help="the model's parameters (MNIST CNN)")
     args = parser.parse_args()
+    recorded = recorded_as(parser, args, RUNS)
     if args.results is None or not args.results.is_file():
         parser.error("no cluster bench results: run `make bench-cluster` first, or give --results")
     results = json.loads(args.results.read_text())
@@ -63,6 +93,9 @@ def main() -> None:
           + ", ".join(f"{s} {1000 * v:.1f} ms" for s, v in fitted.message_seconds.items()))
     print("\n| configuration | measured samples/s | predicted (left out) | error |\n|---|---|---|---|")
     predictions = leave_one_out(observations, seconds_per_example, by_strategy)
+    prediction_rows = [{"configuration": label, "measured": prediction.measured, "predicted": prediction.predicted,
+                        "error": prediction.relative_error}
+                       for label, prediction in zip(labels, predictions, strict=True)]
     for label, prediction in zip(labels, predictions, strict=True):
         if prediction.predicted is None or prediction.relative_error is None:
             print(f"| {label} | {prediction.measured:,.0f} | not predicted (no other run of its strategy) | |")
@@ -93,6 +126,8 @@ def main() -> None:
     figure.savefig(figure_path, dpi=100)
     close(figure)
     print(f"\nfigure: {figure_path}")
+    publish_run(recorded, *result_tables(args.results.name, fitted.overlap, fitted.message_seconds, prediction_rows,
+                                    median_error(predictions), table))
 
 
 def compute_per_example(results: dict) -> tuple[dict[int, float], dict[tuple[str, int], float]]:

@@ -10,11 +10,26 @@ import os
 import tempfile
 import time
 
+from results import publish_run, recorded_as, table
+
 from training.console import configure_logging
 from training.datasets import mnist
 from training.jobs.augment import augment_dataset
 from training.jobs.shard import shard_dataset
 from training.jobs.spark_session import spark_session
+
+RUNS = {"bench-data-pipeline": ("make bench", [])}
+STEPS = ("ingest", "spark_start", "augment", "shard")  # the values keys, in the order the steps run
+
+
+def result_tables(seconds: dict[str, float], labels: dict[str, str], master: str) -> tuple[dict, dict]:
+    """(values, tables) for docs/results: each step's seconds under its STEPS key and the total; the table "steps"
+    as printed (``labels``: each key's printed name)."""
+    values = {**{step: seconds[step] for step in STEPS}, "total": sum(seconds[step] for step in STEPS),
+              "master": master}
+    rows = [{"step": labels[step], "seconds": seconds[step]} for step in STEPS]
+    rows.append({"step": "total", "seconds": values["total"]})
+    return values, {"steps": table([("step", "step", "text"), ("seconds", "seconds", "s")], rows)}
 
 
 def main() -> None:
@@ -23,6 +38,7 @@ def main() -> None:
     parser.add_argument("--shards", type=int, default=2)
     parser.add_argument("--master", default="local[*]")
     args = parser.parse_args()
+    run = recorded_as(parser, args, RUNS)
     configure_logging()
     os.environ.setdefault("CLOUDBURST_SPARK_UI", "false")
     with tempfile.TemporaryDirectory(prefix="cloudburst-bench-") as root:
@@ -44,6 +60,9 @@ def main() -> None:
     for step_name, seconds in timings.items():
         print(f"  {step_name:<14} {seconds:7.1f} s")
     print(f"  {'total':<14} {sum(timings.values()):7.1f} s")
+    labels = dict(zip(STEPS, timings, strict=True))
+    publish_run(run, *result_tables({step: timings[label] for step, label in labels.items()},
+                                    labels, args.master))
 
 
 if __name__ == "__main__":

@@ -16,11 +16,14 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+from results import publish_run, recorded_as, table  # noqa: E402
 from scipy.ndimage import gaussian_filter, map_coordinates  # noqa: E402
 
 from training.augment.elastic import DEFAULT_ALPHA, DEFAULT_SIGMA, elastic_deform  # noqa: E402
 from training.datasets import mnist  # noqa: E402
 from training.jobs.augment import DEFORM_BLOCK  # noqa: E402
+
+RUNS = {"bench-elastic-augmentation": ("make bench", [])}
 
 
 def scipy_per_image(images: np.ndarray, rng: np.random.Generator, alpha: float, sigma: float) -> np.ndarray:
@@ -45,11 +48,29 @@ def vectorised(images: np.ndarray, seed: int, alpha: float, sigma: float) -> np.
     return out
 
 
+def result_tables(baseline_rates: list[float], vectorised_rates: list[float], images: int) -> tuple[dict, dict]:
+    """(values, tables) for docs/results: the medians and their ratio; "rates" (the two contenders' medians) and
+    "rounds" (each round's rates and ratio)."""
+    baseline, ours = statistics.median(baseline_rates), statistics.median(vectorised_rates)
+    values = {"images": images, "rounds": len(baseline_rates), "alpha": DEFAULT_ALPHA, "sigma": DEFAULT_SIGMA,
+              "scipy_images_per_second": baseline, "vectorised_images_per_second": ours, "ratio": ours / baseline}
+    rates = table([("implementation", "implementation", "text"), ("images/s (median)", "images_per_second", "int"),
+                   ("× SciPy", "ratio", "x")],
+                  [{"implementation": "SciPy per image (baseline)", "images_per_second": baseline, "ratio": 1.0},
+                   {"implementation": "Cloudburst vectorised", "images_per_second": ours, "ratio": ours / baseline}])
+    rounds = table([("round", "round", "int"), ("SciPy images/s", "scipy", "int"),
+                    ("vectorised images/s", "vectorised", "int"), ("ratio", "ratio", "x")],
+                   [{"round": number, "scipy": b, "vectorised": v, "ratio": v / b}
+                    for number, (b, v) in enumerate(zip(baseline_rates, vectorised_rates, strict=True), 1)])
+    return values, {"rates": rates, "rounds": rounds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False)
     parser.add_argument("--images", type=int, default=4096, help="images per round (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default: %(default)s)")
     args = parser.parse_args()
+    run = recorded_as(parser, args, RUNS)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core, for both contenders
     images = mnist.load(str(mnist.VENDORED_SOURCE))[0]["train"].images[: args.images]
@@ -71,6 +92,7 @@ def main() -> None:
     print(f"  cloudburst vectorised    : {ours:10,.0f} images/s (median)")
     print(f"  ratio                    : {ours / baseline:10.2f}x  (per-round ratios "
           f"{', '.join(f'{r:.2f}' for r in ratios)}; target >= 5x)")
+    publish_run(run, *result_tables(baseline_rates, vectorised_rates, len(images)))
 
 
 if __name__ == "__main__":

@@ -35,6 +35,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from results import key, publish_run, recorded_as, table
+
 from training import REPO_ROOT
 
 OUT = REPO_ROOT / "var" / "bench" / "roofline"
@@ -43,6 +45,7 @@ PEAK_MATRIX = 2048
 # their FLOP by under 1 %.
 DEMO_SPEAKER_CLASSES = 176
 TRAINING_OVER_FORWARD = 3
+RUNS = {"bench-roofline": ("make bench-roofline", [])}
 
 
 @dataclass
@@ -300,6 +303,61 @@ def print_profile(row: dict[str, Any]) -> None:
           "ms a step more when fed by it")
 
 
+def result_tables(results: list[dict[str, Any]], peaks: dict[str, float], threads: int,
+                  profiled: dict[str, Any] | None = None) -> tuple[dict, dict]:
+    """(values, tables) for docs/results from ``measure``'s rows. values: threads, peaks_gflops (float32 and, with
+    the hardware, bfloat16); models per model (``key`` of its label: mnist_cnn_demo, keyword_spotter,
+    speaker_model_a, …) per precision (float32, mixed_bfloat16): parameters, batch, training_mflop_per_example,
+    step_samples_per_second, fed_samples_per_second, gflops, of_fp32, of_bf16; against_float32 per model per
+    other precision: step and fed (its rate over float32's); with the profile, profile: model, ms_per_step,
+    python_ms_per_step, pipeline_ms_per_step. tables: "models" (as printed) and "profile" (where the slowest
+    model's step goes)."""
+    rows = []
+    for row in results:
+        gflops = row["step_samples_per_second"] * row["training_flop_per_example"] / 1e9
+        rows.append({"model": row["label"], "precision": row["precision"], "parameters": row["parameters"],
+                     "training_mflop_per_example": row["training_flop_per_example"] / 1e6, "batch": row["batch"],
+                     "step_samples_per_second": row["step_samples_per_second"],
+                     "fed_samples_per_second": row["fed_samples_per_second"], "gflops": gflops,
+                     "of_fp32": gflops / peaks["float32"],
+                     "of_bf16": gflops / peaks["bfloat16"] if "bfloat16" in peaks else None})
+    models: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        models.setdefault(key(row["model"]), {})[row["precision"]] = {
+            field: value for field, value in row.items() if field not in ("model", "precision")}
+    against = {}
+    for row in results:
+        if row["precision"] != "float32":
+            base = next(other for other in results
+                        if other["label"] == row["label"] and other["precision"] == "float32")
+            against.setdefault(key(row["label"]), {})[row["precision"]] = {
+                "step": row["step_samples_per_second"] / base["step_samples_per_second"],
+                "fed": row["fed_samples_per_second"] / base["fed_samples_per_second"]}
+    values: dict[str, Any] = {"threads": threads, "peaks_gflops": dict(peaks), "models": models,
+                              "against_float32": against}
+    tables = {"models": table(
+        [("model", "model", "text"), ("precision", "precision", "text"), ("params", "parameters", "int"),
+         ("MFLOP/ex", "training_mflop_per_example", "num"), ("batch", "batch", "int"),
+         ("step/s", "step_samples_per_second", "int"), ("fed/s", "fed_samples_per_second", "int"),
+         ("GFLOP/s", "gflops", "num"), ("of fp32", "of_fp32", "pct1"), ("of bf16", "of_bf16", "pct1")], rows)}
+    if profiled:
+        profile = profiled["profile"]
+        steps = profile["steps"]
+        threads_seconds = sum(profile["op_seconds_by_kind"].values()) + profile["executor_between_ops_seconds"]
+        kinds = [*profile["op_seconds_by_kind"].items(), ("executor, between ops",
+                                                         profile["executor_between_ops_seconds"])]
+        pipeline_ms = (profiled["batch"] / profiled["fed_samples_per_second"]
+                       - profiled["batch"] / profiled["step_samples_per_second"]) * 1e3
+        values["profile"] = {"model": profiled["label"], "ms_per_step": profile["wall_seconds"] / steps * 1e3,
+                             "python_ms_per_step": profile["python_per_step_seconds"] * 1e3,
+                             "pipeline_ms_per_step": pipeline_ms}
+        tables["profile"] = table(
+            [("where the step goes", "kind", "text"), ("ms a step", "ms_per_step", "num"), ("share", "share", "pct1")],
+            [{"kind": kind, "ms_per_step": seconds / steps * 1e3, "share": seconds / threads_seconds}
+             for kind, seconds in kinds])
+    return values, tables
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
                                      allow_abbrev=False)
@@ -318,6 +376,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--models: {', '.join(map(repr, unknown))} not among {', '.join(labels)}")
     if args.repeats < 1 or args.threads < 1 or args.window_seconds <= 0:
         parser.error("--repeats and --threads must be ≥ 1, --window-seconds > 0")
+    run = recorded_as(parser, args, RUNS)
     chosen = [contender for contender in CONTENDERS if contender.label in args.models.split(",")]
     import tensorflow as tf
 
@@ -351,6 +410,7 @@ def main(argv: list[str] | None = None) -> None:
     saved.write_text(json.dumps({"threads": args.threads, "cores": os.cpu_count(), "peaks_gflops": peaks,
                                  "models": results}, indent=2))
     print(f"\nsaved {saved.relative_to(REPO_ROOT)}")
+    publish_run(run, *result_tables(results, peaks, args.threads, None if args.no_profile else slowest))
 
 
 if __name__ == "__main__":

@@ -28,12 +28,20 @@ import sys
 import time
 from typing import Any
 
+from results import key, publish_run, recorded_as, table
+
 from training import REPO_ROOT
 
 BENCH_ROOT = REPO_ROOT / "var" / "bench"
 # The bench trains with each workload's defaults (training/workloads/<name>/); MNIST one epoch longer, as the
 # README's table was measured.
 BENCH_OVERRIDES: dict[str, dict[str, Any]] = {"mnist_elastic_cnn": {"epochs": 6}}
+# The make targets' runs (bench/results.py records only these): result name → make command, arguments.
+RUNS = {"bench-scaling": ("make bench", []),
+        "bench-kws": ("make bench-kws", ["--workload", "kws_densenet_bilstm"]),
+        **{f"bench-sv-scaling-{model}": ("make bench-sv-scaling", ["--workload", "speaker_verification",
+                                                                   "--embedding-model", model, "--target", "0.6"])
+           for model in ("model_a", "model_b")}}
 
 
 def median_throughput(epochs: list[dict[str, float]]) -> float:
@@ -157,26 +165,31 @@ def seconds_to_eer(epochs: list[dict[str, float]], target_eer: float) -> float |
     return None
 
 
-def eer_table(results: dict[str, dict[str, Any]], target_eer: float | None) -> None:
+def eer_table(results: dict[str, dict[str, Any]], target_eer: float | None) -> tuple[float | None, list[dict]]:
     """Time to a development EER for the contenders that train to the end (the ceiling only measures throughput):
-    by default the highest final EER among them, so that each reaches it and the clocks compare."""
+    by default the highest final EER among them, so that each reaches it and the clocks compare. Returns the
+    target and the printed rows (no target, no rows: not a speaker workload)."""
     trained = {name: measured for name, measured in results.items()
                if measured["epochs"][-1].get("dev_eer") is not None}
     if not trained:
-        return
+        return None, []
     target = target_eer if target_eer is not None else max(m["epochs"][-1]["dev_eer"] for m in trained.values())
     print(f"\n### Time to a development EER of {100 * target:.2f} % (sv_dev trials, raw cosine; "
           f"{'--target-eer' if target_eer is not None else 'the highest final EER of the three'})\n")
     print(f"| {'configuration':<24} | s to EER | epoch | final dev EER |")
     print(f"|{'-' * 26}|----------|-------|---------------|")
+    rows = []
     for name, measured in trained.items():
         seconds = seconds_to_eer(measured["epochs"], target)
         epoch = next((row["epoch"] for row in measured["epochs"] if row["dev_eer"] <= target), None)
+        rows.append({"configuration": name, "seconds_to_eer": seconds, "epoch": epoch,
+                     "final_dev_eer": measured["epochs"][-1]["dev_eer"]})
         print(f"| {name:<24} | {f'{seconds:,.1f}' if seconds else 'not reached':>8} | "
               f"{epoch if epoch else '–':>5} | {100 * measured['epochs'][-1]['dev_eer']:12.2f} % |")
     one, two = (seconds_to_eer(results[name]["epochs"], target) for name in ("horovod 1x1", "horovod 1x2"))
     if one and two:
         print(f"\ntime-to-EER: 1x2 is {one / two:.2f}x faster than 1x1")
+    return target, rows
 
 
 def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:
@@ -186,6 +199,59 @@ def row(name: str, measured: dict[str, Any], ceiling_rate: float) -> str:
     return (f"| {name:<24} | {rate:>9,.0f} | {rate / ceiling_rate:>7.0%} | "
             f"{f'{target:,.1f}' if target else 'not reached':>12} | "
             f"{f'{100 * accuracy:.2f} %' if accuracy is not None else '–':>9} |")
+
+
+def scaling_row(name: str, measured: dict[str, Any], ceiling_rate: float) -> dict[str, Any]:
+    """The scaling table's row as raw values (what ``row`` prints)."""
+    rate = measured.get("samples_per_second") or median_throughput(measured["epochs"])
+    return {"configuration": name, "samples_per_second": rate, "of_ceiling": rate / ceiling_rate,
+            "seconds_to_target": measured.get("time_to_target_seconds") or None,
+            "final_accuracy": measured.get("final_accuracy")}
+
+
+def sweep_row(batch: int, fp16: bool, passes: int, rate: float, ceiling_rate: float) -> dict[str, Any]:
+    """The knob sweep's row as raw values."""
+    return {"batch": batch, "fp16": "yes" if fp16 else "no", "passes": passes, "samples_per_second": rate,
+            "ceiling_samples_per_second": ceiling_rate, "of_ceiling": rate / ceiling_rate}
+
+
+def result_tables(settings: dict[str, Any], rows: list[dict[str, Any]], target_eer: float | None = None,
+                  eer_rows: list[dict[str, Any]] | None = None,
+                  sweep_rows: list[dict[str, Any]] | None = None) -> tuple[dict, dict]:
+    """(values, tables) for docs/results from the printed tables' rows (``scaling_row``; ``eer_table``'s; the knob
+    sweep's). values: ``settings`` (workload, batch, epochs, target_accuracy, train_examples, …), per contender
+    (``key`` of its name: horovod_1x1, horovod_1x2, keras_1_process_2_thr, ceiling_2_1_thread) its samples/s,
+    fraction of the ceiling, seconds to target and final accuracy, and the headline ratios: speedup_to_target
+    (1x1's seconds over 1x2's), of_ceiling_1x2, throughput_1x2_over_1x1; with the EER table, target_eer,
+    seconds_to_eer per contender and speedup_to_eer. tables: "scaling", "eer" and "sweep" where printed."""
+    by_key = {key(row["configuration"]): row for row in rows}
+    one, two = by_key["horovod_1x1"], by_key["horovod_1x2"]
+    values: dict[str, Any] = {**settings, "contenders": {
+        name: {field: row[field] for field in ("samples_per_second", "of_ceiling", "seconds_to_target",
+                                               "final_accuracy")} for name, row in by_key.items()}}
+    values["speedup_to_target"] = (one["seconds_to_target"] / two["seconds_to_target"]
+                                   if one["seconds_to_target"] and two["seconds_to_target"] else None)
+    values["of_ceiling_1x2"] = two["of_ceiling"]
+    values["throughput_1x2_over_1x1"] = two["samples_per_second"] / one["samples_per_second"]
+    tables = {"scaling": table(
+        [("configuration", "configuration", "text"), ("samples/s", "samples_per_second", "int"),
+         ("of the ceiling", "of_ceiling", "pct1"),
+         (f"s to {settings['target_accuracy']:.1%}", "seconds_to_target", "s"),
+         ("final accuracy", "final_accuracy", "pct")], rows)}
+    if eer_rows:
+        eer_by_key = {key(row["configuration"]): row for row in eer_rows}
+        values["target_eer"] = target_eer
+        values["seconds_to_eer"] = {name: row["seconds_to_eer"] for name, row in eer_by_key.items()}
+        first, second = (eer_by_key.get(name, {}).get("seconds_to_eer") for name in ("horovod_1x1", "horovod_1x2"))
+        values["speedup_to_eer"] = first / second if first and second else None
+        tables["eer"] = table([("configuration", "configuration", "text"), ("s to EER", "seconds_to_eer", "s"),
+                               ("epoch", "epoch", "int"), ("final dev EER", "final_dev_eer", "pct")], eer_rows)
+    if sweep_rows:
+        tables["sweep"] = table(
+            [("batch/worker", "batch", "int"), ("fp16", "fp16", "text"), ("backward passes/step", "passes", "int"),
+             ("samples/s", "samples_per_second", "int"), ("ceiling at that batch", "ceiling_samples_per_second", "int"),
+             ("fraction", "of_ceiling", "pct1")], sweep_rows)
+    return values, tables
 
 
 def main() -> None:
@@ -214,6 +280,7 @@ def main() -> None:
     if args.single_process:  # a child of this benchmark: one plain Keras process, result as JSON on stdout
         print(json.dumps(single_process(json.loads(args.single_process), args.threads, args.rank, args.workers)))
         return
+    run = recorded_as(parser, args, RUNS)
 
     os.environ.setdefault("CLOUDBURST_SPARK_UI", "false")
     os.environ.setdefault("CLOUDBURST_SPARK_PROGRESS", "false")  # progress bars would interleave with the tables
@@ -263,11 +330,16 @@ def main() -> None:
         print(f"\ntime-to-{args.target:.1%}: 1x2 is {ratio:.2f}x faster than 1x1 (target ≥ 1.5x)")
     print(f"throughput: 1x2 reaches {median_throughput(two['epochs']) / ceiling_rate:.0%} of the ceiling "
           f"(target ≥ 90 %); 1x2 over 1x1: {median_throughput(two['epochs']) / median_throughput(one['epochs']):.2f}x")
-    eer_table({name: results[name] for name in ("horovod 1x1", "horovod 1x2", "keras, 1 process, 2 thr")},
-              args.target_eer)
+    target_eer, eer_rows = eer_table({name: results[name] for name in ("horovod 1x1", "horovod 1x2",
+                                                                       "keras, 1 process, 2 thr")}, args.target_eer)
+    settings = {"workload": args.workload, "branch": base.branch or None, "batch": args.batch, "epochs": args.epochs,
+                "target_accuracy": args.target, "train_examples": train_rows, "seconds": elapsed}
+    rows = [scaling_row(name, measured, ceiling_rate) for name, measured in results.items()]
+    sweep_rows: list[dict[str, Any]] = []
 
     if args.skip_sweep or args.workload != "mnist_elastic_cnn":
         spark.stop()
+        publish_run(run, *result_tables(settings, rows, target_eer, eer_rows))
         return
     print(f"\n## Communication knobs, Horovod 1x2 throughput ({args.sweep_epochs} epochs each)\n")
     print("| batch/worker | fp16 | backward passes/step | samples/s | ceiling at that batch | fraction |")
@@ -280,9 +352,11 @@ def main() -> None:
         if batch not in ceilings:
             ceilings[batch] = ceiling(spec.with_changes(epochs=2).to_mapping())["samples_per_second"]
         rate = median_throughput(horovod(spec, spark, f"bench-sweep-{batch}-{fp16}-{passes}")["epochs"])
+        sweep_rows.append(sweep_row(batch, fp16, passes, rate, ceilings[batch]))
         print(f"| {batch} | {'yes' if fp16 else 'no'} | {passes} | {rate:,.0f} | {ceilings[batch]:,.0f} | "
               f"{rate / ceilings[batch]:.0%} |", flush=True)
     spark.stop()
+    publish_run(run, *result_tables(settings, rows, target_eer, eer_rows, sweep_rows))
 
 
 if __name__ == "__main__":

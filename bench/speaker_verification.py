@@ -28,11 +28,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from results import publish_run, recorded_as, table
 
 from training import REPO_ROOT
 
 BENCH_ROOT = REPO_ROOT / "var" / "bench" / "speaker-verification"
 SYSTEMS = {"model_a_densenet_bilstm": "log_mel", "model_b_tdnn": "mfcc"}
+RUNS = {"bench-sv": ("make bench-sv", [])}
+METRICS = ("eer", "eer_ci_low", "eer_ci_high", "min_dcf_p01", "min_dcf_p05", "act_dcf_p05", "cllr")
 
 
 def read_corpus(root: Path) -> dict[str, Any]:
@@ -163,6 +166,52 @@ def summarise(rows: list[dict[str, float]], target: float) -> dict[str, Any]:
             "final_dev_eer": rows[-1]["dev_eer"], "seconds": sum(row["seconds"] for row in rows)}
 
 
+def result_tables(metrics: dict[str, dict[str, dict[str, float]]], differences: dict[str, dict[str, float]],
+                  counts: dict[str, Any], models: dict[str, dict[str, Any]], transfer: dict[str, Any],
+                  speakers_per_set: dict[str, int]) -> tuple[dict, dict]:
+    """(values, tables) for docs/results from the report (``VerificationReport``'s metrics, differences, counts),
+    the models and the transfer comparison. values: speakers_per_set, trial_counts, systems per system
+    (model_a_densenet_bilstm, model_b_tdnn, equal_weight_fusion, logistic_fusion) per condition (same_word,
+    different_word, hard, all): eer, eer_ci_low, eer_ci_high, min_dcf_p01, min_dcf_p05, act_dcf_p05, cllr;
+    fusion_minus_best per condition: difference, ci_low, ci_high; models per model: parameters, train_seconds,
+    train_examples_per_second; transfer (when run) per variant (scratch, frozen, fine_tuned): final_dev_eer,
+    epochs_to_target, seconds_to_target, and scratch_final_dev_eer. tables: "systems", "differences" and, with
+    the transfer, "transfer", as printed."""
+    values: dict[str, Any] = {
+        "speakers_per_set": dict(speakers_per_set), "trial_counts": counts,
+        "systems": {system: {condition: {name: m.get(name) for name in METRICS} for condition, m in by.items()}
+                    for system, by in metrics.items()},
+        "fusion_minus_best": {condition: {name: d[name] for name in ("difference", "ci_low", "ci_high")}
+                              for condition, d in differences.items()},
+        "models": {name: {field: model[field] for field in ("parameters", "train_seconds",
+                                                            "train_examples_per_second")}
+                   for name, model in models.items()}}
+    systems = table([("system", "system", "text"), ("condition", "condition", "text"), ("EER", "eer", "pct"),
+                     ("95 % CI low", "eer_ci_low", "pct"), ("95 % CI high", "eer_ci_high", "pct"),
+                     ("minDCF.01", "min_dcf_p01", "num"), ("minDCF.05", "min_dcf_p05", "num"),
+                     ("actDCF.05", "act_dcf_p05", "num"), ("Cllr", "cllr", "num")],
+                    [{"system": system, "condition": condition, **{name: m.get(name) for name in METRICS}}
+                     for system, by in metrics.items() for condition, m in by.items()])
+    verdicts = [{"condition": condition, **values["fusion_minus_best"][condition],
+                 "verdict": "excludes 0" if d["ci_high"] < 0 or d["ci_low"] > 0 else "includes 0"}
+                for condition, d in differences.items()]
+    tables = {"systems": systems, "differences": table(
+        [("condition", "condition", "text"), ("fused − best single EER", "difference", "pct"),
+         ("95 % CI low", "ci_low", "pct"), ("95 % CI high", "ci_high", "pct"), ("interval", "verdict", "text")],
+        verdicts)}
+    if transfer:
+        variants = ("scratch", "frozen", "fine_tuned")
+        values["transfer"] = {"scratch_final_dev_eer": transfer["scratch_final_dev_eer"],
+                              **{variant: {field: transfer[variant][field] for field in
+                                           ("final_dev_eer", "epochs_to_target", "seconds_to_target")}
+                                 for variant in variants}}
+        tables["transfer"] = table(
+            [("variant", "variant", "text"), ("final dev EER", "final_dev_eer", "pct"),
+             ("epochs to target", "epochs_to_target", "int"), ("s to target", "seconds_to_target", "s")],
+            [{"variant": variant, **values["transfer"][variant]} for variant in variants])
+    return values, tables
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -178,6 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=BENCH_ROOT / "fusion.json")
     args = parser.parse_args(argv)
+    run = recorded_as(parser, args, RUNS)
 
     import tensorflow as tf
 
@@ -249,6 +299,8 @@ def main(argv: list[str] | None = None) -> None:
     (args.output.parent / "score_histograms.png").write_bytes(sv.score_histograms_png(report, "sv_eval, all"))
     save_verification_system(args, report, embedders, embeddings, corpus["speaker"], in_set["sv_train"])
     print(f"wrote {args.output} ({time.perf_counter() - started:.0f} s in all)")
+    publish_run(run, *result_tables(report.metrics, report.differences, report.counts, models, transfer,
+                                    result["speakers_per_set"]))
 
 
 def save_verification_system(args: argparse.Namespace, report: Any, embedders: dict[str, Any],

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results import key, publish_run, recorded_as, table
 from scaling import BENCH_ROOT, measured_from, median_throughput, prepare, train_fresh
 
 from training import storage
@@ -37,6 +38,8 @@ from training.study.report import above_ceiling
 
 DOWNPOUR_PUSH_EVERY = (1, 4, 16)
 ELEPHAS_MODES = (("synchronous", "epoch"), ("asynchronous", "batch"), ("asynchronous", "epoch"))
+# `make bench` runs it too, with the same arguments: one result, named for the dedicated target.
+RUNS = {"bench-strategies": ("make bench-strategies", [])}
 
 
 def keras_two_threads(spec) -> dict[str, Any]:
@@ -90,6 +93,60 @@ def row(name: str, measured: dict[str, Any], ceiling_rate: float | None) -> str:
             f"{f'{100 * accuracy:.2f} %' if accuracy is not None else '–':>9} | {moved_text:>10} |")
 
 
+def table_row(name: str, measured: dict[str, Any], ceiling_rate: float | None, ceiling_of: str = "") -> dict:
+    """``row``'s figures as raw values; ``ceiling_of``: the contender whose ceiling this row is ("" for a run)."""
+    moved = measured.get("bytes_moved")
+    return {"configuration": name, "samples_per_second": rate(measured),
+            "of_ceiling": None if ceiling_rate is None else rate(measured) / ceiling_rate,
+            "seconds_to_target": measured.get("time_to_target_seconds") or None,
+            "final_accuracy": measured.get("final_accuracy"),
+            "gigabytes_moved": None if moved is None else moved / 1e9,
+            "bytes_counted": None if moved is None else ("computed" if measured.get("bytes_estimated") else "counted"),
+            "ceiling_of": ceiling_of}
+
+
+def result_tables(settings: dict[str, Any], rows: list[dict[str, Any]]) -> tuple[dict, dict]:
+    """(values, tables) for docs/results from the printed table's rows (``table_row``; a ceiling row follows its
+    contender). values: ``settings`` (batch, epochs, target_accuracy, ceiling_epochs, train_examples, …);
+    "contenders": per contender (``key`` of its name: keras_1_process_2_thr, horovod_1x2, downpour_n_push_4,
+    averaging_1x2, elephas_synch_epoch, …) its samples_per_second, of_ceiling, seconds_to_target, final_accuracy,
+    gigabytes_moved; "ceilings": each strategy contender's ceiling samples/s; and the summary's figures:
+    fastest (the name of Cloudburst's fastest to target) with fastest_seconds, speedup_over_elephas (Elephas' best
+    seconds over it), speedup_over_keras, downpour_best_of_ceiling, accuracy_below_horovod (points per Downpour
+    contender). table: "strategies" (the ceiling rows included, named "↳ ceiling of …")."""
+    runs = [row for row in rows if not row["ceiling_of"]]
+    fields = ("samples_per_second", "of_ceiling", "seconds_to_target", "final_accuracy", "gigabytes_moved")
+    values: dict[str, Any] = {**settings,
+                              "contenders": {key(row["configuration"]): {f: row[f] for f in fields} for row in runs},
+                              "ceilings": {key(row["ceiling_of"]): row["samples_per_second"]
+                                           for row in rows if row["ceiling_of"]}}
+
+    def fastest(prefixes: tuple[str, ...]) -> dict[str, Any] | None:
+        reached = [row for row in runs if row["configuration"].startswith(prefixes) and row["seconds_to_target"]]
+        return min(reached, key=lambda row: row["seconds_to_target"]) if reached else None
+
+    ours, elephas, keras = fastest(("horovod", "downpour", "averaging")), fastest(("elephas",)), fastest(("keras",))
+    values["fastest"] = ours["configuration"] if ours else None
+    values["fastest_seconds"] = ours["seconds_to_target"] if ours else None
+    values["speedup_over_elephas"] = elephas["seconds_to_target"] / ours["seconds_to_target"] if ours and elephas \
+        else None
+    values["speedup_over_keras"] = keras["seconds_to_target"] / ours["seconds_to_target"] if ours and keras else None
+    downpour = [row for row in runs if row["configuration"].startswith("downpour")]
+    values["downpour_best_of_ceiling"] = max((row["of_ceiling"] for row in downpour), default=None)
+    horovod = next((row for row in runs if row["configuration"] == "horovod 1x2"), None)
+    values["accuracy_below_horovod"] = {key(row["configuration"]): 100 * (horovod["final_accuracy"]
+                                                                         - row["final_accuracy"])
+                                        for row in downpour} if horovod else {}
+    shown = [{**row, "configuration": f"↳ ceiling of {row['ceiling_of']}" if row["ceiling_of"]
+              else row["configuration"]} for row in rows]
+    columns = [("configuration", "configuration", "text"), ("samples/s", "samples_per_second", "int"),
+               ("of its ceiling", "of_ceiling", "pct1"),
+               (f"s to {settings['target_accuracy']:.1%}", "seconds_to_target", "s"),
+               ("final accuracy", "final_accuracy", "pct"), ("GB moved", "gigabytes_moved", "num"),
+               ("bytes", "bytes_counted", "text")]
+    return values, {"strategies": table(columns, shown)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -122,6 +179,7 @@ def main() -> None:
         parser.error(f"--push-every: expected comma-separated whole numbers, got {args.push_every!r}")
     if min(push_every) < 1:
         parser.error("--push-every: every value must be ≥ 1")
+    run = recorded_as(parser, args, RUNS)
 
     os.environ.setdefault("CLOUDBURST_SPARK_UI", "false")
     os.environ.setdefault("CLOUDBURST_SPARK_PROGRESS", "false")  # progress bars would interleave with the table
@@ -166,22 +224,29 @@ def main() -> None:
                                                                      args.elephas_timeout)
     spark.stop()
 
+    elapsed = time.perf_counter() - started
     print(f"\n## Strategies, 2 workers × 1 thread, batch {args.batch} per worker (one run, "
-          f"{time.perf_counter() - started:.0f} s)\n")
+          f"{elapsed:.0f} s)\n")
     print("ceiling: the fraction of the contender's own ceiling, its code with communication off "
           f"({args.ceiling_epochs} epochs; the ceiling rows are those runs)\n")
     print(f"| {'configuration':<24} | samples/s | ceiling | s to {args.target:.1%} | final acc | bytes moved |")
     print(f"|{'-' * 26}|-----------|---------|--------------|-----------|------------|")
     ceiling_rates = {name: rate(ceiling) for name, ceiling in ceilings.items()}
+    rows = []
     for name, measured in results.items():
         print(row(name, measured, ceiling_rates.get(name)))
+        rows.append(table_row(name, measured, ceiling_rates.get(name)))
         if name in ceilings:
             print(row("  ↳ its ceiling", ceilings[name], ceiling_rates[name]))
+            rows.append(table_row("  ↳ its ceiling", ceilings[name], ceiling_rates[name], ceiling_of=name))
     ratios = {name: rate(results[name]) / ceiling_rates[name] for name in ceilings}
     summarise(results, ratios, args.target)
+    settings = {"batch": args.batch, "epochs": args.epochs, "target_accuracy": args.target,
+                "ceiling_epochs": args.ceiling_epochs, "train_examples": train_rows, "seconds": elapsed}
     problem = above_ceiling(ratios)
-    if problem:
+    if problem:  # the ceiling measured other work: nothing is recorded
         sys.exit(problem)
+    publish_run(run, *result_tables(settings, rows))
 
 
 def summarise(results: dict[str, dict[str, Any]], ratios: dict[str, float], target: float) -> None:

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from results import key, publish_run, recorded_as, table
 
 from training.datasets import speech_synthesis
 from training.datasets.speech_commands import ALL_WORDS
@@ -22,6 +23,7 @@ from training.evaluation import trials as trial_lists
 
 DEFAULT_SIZES = ("300x2", "300x4", "300x8", "600x2", "600x4", "600x5", "800x4", "1000x4")
 AIMS = {"same_word_targets": 1_000, "hard_non_targets": 30_000}
+RUNS = {"bench-sv-trials": ("make bench-sv-trials", [])}
 
 
 def trial_counts(speakers: int, repetitions: int, seed: int = 0, enrollment_utterances: int = 3) -> dict[str, int]:
@@ -43,6 +45,28 @@ def trial_counts(speakers: int, repetitions: int, seed: int = 0, enrollment_utte
             "different_word_non_targets": counts["different_word"]["non_targets"]}
 
 
+def meets_aims(row: dict[str, int]) -> bool:
+    return all(row[name] >= least for name, least in AIMS.items())
+
+
+def result_tables(rows: list[dict[str, int]]) -> tuple[dict, dict]:
+    """(values, tables) for docs/results: each size's counts under its key (600x5), the aims, the smallest corpus
+    (by clips) that meets both; the table "sizes" as printed."""
+    sizes = {key(f"{row['speakers']}x{row['repetitions']}"): dict(row) for row in rows}
+    meeting = [row for row in rows if meets_aims(row)]
+    smallest = min(meeting, key=lambda row: row["clips"]) if meeting else None
+    values = {"aims": dict(AIMS), "sizes": sizes, "smallest_meeting_aims":
+              None if smallest is None else key(f"{smallest['speakers']}x{smallest['repetitions']}")}
+    columns = [("speakers", "speakers", "int"), ("repetitions", "repetitions", "int"), ("clips", "clips", "int"),
+               ("sv_eval speakers", "sv_eval_speakers", "int"), ("same-word targets", "same_word_targets", "int"),
+               ("hard non-targets", "hard_non_targets", "int"),
+               ("different-word targets", "different_word_targets", "int"),
+               ("different-word non-targets", "different_word_non_targets", "int"),
+               ("both aims met", "aims_met", "text")]
+    return values, {"sizes": table(columns, [{**row, "aims_met": "yes" if meets_aims(row) else "no"}
+                                             for row in rows])}
+
+
 def _size(text: str) -> tuple[int, int]:
     try:
         speakers, repetitions = (int(part) for part in text.lower().split("x"))
@@ -61,17 +85,19 @@ def main(argv: list[str] | None = None) -> int:
                             "%(default)s", " ".join(DEFAULT_SIZES)))
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
+    run = recorded_as(parser, args, RUNS)
     rows = [trial_counts(speakers, repetitions) for speakers, repetitions in args.sizes]
     print("| speakers × repetitions | clips | sv_eval speakers | same-word targets | hard non-targets | "
           "different-word targets / non-targets |")
     print("| --- | --- | --- | --- | --- | --- |")
     for row in rows:
-        met = all(row[name] >= least for name, least in AIMS.items())
+        met = meets_aims(row)
         print(f"| {row['speakers']} × {row['repetitions']} | {row['clips']:,} | {row['sv_eval_speakers']} | "
               f"{row['same_word_targets']:,} | {row['hard_non_targets']:,} | {row['different_word_targets']:,} / "
               f"{row['different_word_non_targets']:,} |{' both aims met' if met else ''}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
+    publish_run(run, *result_tables(rows))
     return 0
 
 
