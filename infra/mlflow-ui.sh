@@ -7,6 +7,9 @@
 # No --default-artifact-root: our experiments carry their own file:// artifact locations (var/mlflow/artifacts),
 # and the server reads those paths directly, so run artifacts open in the UI. Anything uploaded *through* this
 # server (experiments it creates itself, e.g. "Default") lands in the artifacts folder beside the database.
+# It prints each experiment's Runs view: MLflow 3.17's UI opens an experiment in its GenAI view (Overview, Traces)
+# whatever the experiment's kind tag says, unless the URL carries ?workflowType=machine_learning (or the browser
+# last chose "Model training" on the sidebar's switch); those links carry it (training.tracking.ui_links).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
@@ -40,6 +43,13 @@ if (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; then
 fi
 
 echo "MLflow UI on http://$HOST:$PORT  (store: $URI; Ctrl-C stops it)"
+# Read-only, bounded; the UI starts without the links if the store cannot be read here.
+if links="$(PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" timeout 60 "$ROOT/.venv/airflow/bin/python" -c \
+        'import sys; from training.tracking import ui_links; print("\n".join(ui_links(sys.argv[1], sys.argv[2])))' \
+        "$URI" "http://$HOST:$PORT" 2>/dev/null)" && [[ -n "$links" ]]; then
+    echo "Each experiment's training runs (the Model training view; MLflow 3.17 opens the GenAI view otherwise):"
+    sed 's/^/  /' <<<"$links"
+fi
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false
 exec "$MLFLOW" server --backend-store-uri "$URI" --host "$HOST" --port "$PORT" --workers 1 \
     --artifacts-destination "$ARTIFACTS"

@@ -177,6 +177,26 @@ def test_experiments_are_marked_as_model_training_when_created_and_when_found_un
     assert tracking.client(store).get_experiment_by_name("kws_densenet_bilstm").experiment_id == unmarked
 
 
+def test_ui_links_open_each_experiments_runs_in_the_model_training_view_and_a_study_with_its_nested_runs(store):
+    from training.study import report
+
+    assert (tracking.STUDY_ROLE_TAG, tracking.STUDY_NAME_TAG) == (report.ROLE_TAG, report.STUDY_TAG)
+    assert tracking.ui_links(store, "http://ui") == []  # no store yet: nothing to open, and none created
+    spec = RunSpec(workers_per_node=1, tracking_uri=store, run_name="one")
+    child = tracking.log_training(spec, fake_result(1, 60.0, None), "abc123", {})
+    mlflow_client = tracking.client(store)
+    experiment = mlflow_client.get_experiment_by_name(spec.workload).experiment_id
+    parent = mlflow_client.create_run(experiment, run_name="study-s1",
+                                      tags={report.STUDY_TAG: "s1", report.ROLE_TAG: "study"}).info.run_id
+    mlflow_client.set_tag(child, report.PARENT_TAG, parent)
+    runs = f"http://ui/#/experiments/{experiment}/runs?workflowType=machine_learning&searchFilter="
+    assert tracking.ui_links(store, "http://ui/") == [  # "Default", empty and not ours, is left out
+        f"mnist_elastic_cnn: {runs}",
+        f"  study s1: parent run http://ui/#/experiments/{experiment}/runs/{parent}?workflowType=machine_learning",
+        f"    with its runs nested under it (expand the parent's row): {runs}"
+        "tags.%60cloudburst.study%60%20%3D%20%27s1%27"]
+
+
 def test_a_locked_database_is_retried_a_bounded_number_of_times(monkeypatch):
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import TEMPORARILY_UNAVAILABLE

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 from training.config import REPO_ROOT, RunSpec
 
@@ -34,7 +34,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# MLflow 3's experiment-kind tag: the UI opens a model-training experiment in its Model training view, not GenAI.
+# MLflow 3's experiment-kind tag: records that an experiment is model training (MLflow's own clients and other UI
+# versions read it). MLflow 3.17's UI does not choose its view by it: see UI_WORKFLOW_QUERY.
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 SPEEDUP_WITHHELD_TAG = "speedup_withheld"  # why a run of several workers has no speedup metric
 MODEL_TRAINING_KIND = "custom_model_development"
@@ -51,6 +52,14 @@ BASELINE_KEYS = ("epochs", "batch_size_per_worker", "learning_rate", "warmup_epo
 LOCKED_RETRIES = 8
 LOCKED_FIRST_PAUSE_SECONDS = 0.05
 LOCKED_LONGEST_PAUSE_SECONDS = 2.0
+
+# MLflow 3.17's UI takes its view from a "workflow type", not from the experiment's kind tag: the URL's
+# ``workflowType`` query, else the browser's last choice on the sidebar's GenAI / Model training switch (local
+# storage ``mlflow.workflowType_v1``), else GenAI — Overview and Traces, with the assistant panel. This query opens an
+# experiment's Runs table (child runs nested under their parent) in the Model training view.
+UI_WORKFLOW_QUERY = "workflowType=machine_learning"
+STUDY_ROLE_TAG = "cloudburst.study_role"  # training.study.report.ROLE_TAG ("study" on a study's parent run)
+STUDY_NAME_TAG = "cloudburst.study"  # training.study.report.STUDY_TAG (the parent's and its children's)
 
 T = TypeVar("T")
 
@@ -118,6 +127,49 @@ def experiment_id(mlflow_client: MlflowClient, workload: str, tracking_uri: str)
         retry_when_locked(mlflow_client.set_experiment_tag, experiment.experiment_id, EXPERIMENT_KIND_TAG,
                           MODEL_TRAINING_KIND)
     return experiment.experiment_id
+
+
+def ui_runs_url(base_url: str, experiment: str, search_filter: str | None = None) -> str:
+    """The MLflow UI's Runs table of ``experiment`` in its Model training view, filtered by ``search_filter`` or,
+    without one, unfiltered: the UI would otherwise restore the browser's last search in that experiment."""
+    return (f"{base_url.rstrip('/')}/#/experiments/{experiment}/runs?{UI_WORKFLOW_QUERY}"
+            f"&searchFilter={quote(search_filter or '', safe='')}")
+
+
+def ui_run_url(base_url: str, experiment: str, run_id: str) -> str:
+    """One run's page in the MLflow UI's Model training view."""
+    return f"{base_url.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}?{UI_WORKFLOW_QUERY}"
+
+
+def ui_links(tracking_uri: str, base_url: str, studies_per_experiment: int = 3) -> list[str]:
+    """Lines for a person opening the MLflow UI at ``base_url`` on this store: each experiment's Runs table (empty
+    experiments but ours left out), and for the newest scaling studies their parent run and the table filtered to
+    the study (the parent with its configurations' runs nested under it). Reads only; no lines without a store."""
+    import mlflow
+    from mlflow.entities import ViewType
+
+    database = sqlite_path(tracking_uri)
+    if database is not None and not database.exists():
+        return []
+    mlflow_client = mlflow.MlflowClient(tracking_uri)
+    lines = []
+    for experiment in retry_when_locked(mlflow_client.search_experiments, view_type=ViewType.ACTIVE_ONLY,
+                                        order_by=["name ASC"]):
+        ours = EXPERIMENT_KIND_TAG in experiment.tags
+        if not ours and not retry_when_locked(mlflow_client.search_runs, [experiment.experiment_id], max_results=1):
+            continue
+        lines.append(f"{experiment.name}: {ui_runs_url(base_url, experiment.experiment_id)}")
+        studies = retry_when_locked(mlflow_client.search_runs, [experiment.experiment_id],
+                                    f"tags.`{STUDY_ROLE_TAG}` = 'study'", order_by=["attributes.start_time DESC"],
+                                    max_results=studies_per_experiment)
+        for study in studies:
+            name = study.data.tags.get(STUDY_NAME_TAG, study.info.run_name)
+            where = f"tags.`{STUDY_NAME_TAG}` = '{name}'"
+            parent = ui_run_url(base_url, experiment.experiment_id, study.info.run_id)
+            lines.append(f"  study {name}: parent run {parent}")
+            lines.append(f"    with its runs nested under it (expand the parent's row): "
+                         f"{ui_runs_url(base_url, experiment.experiment_id, where)}")
+    return lines
 
 
 def find_baseline(mlflow_client: MlflowClient, experiment: str, spec: RunSpec, data_version: str,
