@@ -22,8 +22,11 @@ USER_ERRORS = (storage.DatasetError, ValueError, FileNotFoundError, PermissionEr
                ClusterCapacityError)
 
 
-def add_job_arguments(parser: argparse.ArgumentParser, spark: bool) -> None:
-    RunSpec.add_arguments(parser)
+def add_job_arguments(parser: argparse.ArgumentParser, spark: bool, workload: str | None = None,
+                      step: str | None = None) -> None:
+    """The run settings' flags (--help lists those of ``workload`` that ``step`` reads, else every workload's; all
+    are accepted) and --overwrite."""
+    RunSpec.add_arguments(parser, workload, step)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different dataset at the step's destination (default: refuse)")
 
