@@ -47,6 +47,11 @@ def _run_step(args: argparse.Namespace) -> None:
 
 def _settings(args: argparse.Namespace) -> None:
     """Print the settings table (what the DAG form and every --flag are generated from)."""
+    if args.markdown:
+        from training.settings_reference import markdown
+
+        print(markdown(args.workload), end="")
+        return
     entries = workload_settings(args.workload) if args.workload else all_settings()
     defaults = workload_defaults(args.workload) if args.workload else {}
     for entry in entries:
@@ -129,7 +134,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The parser; ``argv`` (default: sys.argv's) only picks the workload whose settings a step's --help lists."""
     # allow_abbrev=False everywhere: a prefix must never pass for a flag (--workers for --workers-per-node)
     parser = argparse.ArgumentParser(prog="cloudburst", description=__doc__, allow_abbrev=False,
-                                     formatter_class=_formatter(argparse.RawDescriptionHelpFormatter, 18))
+                                     formatter_class=_CommandsFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     asked = _workload_in(sys.argv[1:] if argv is None else argv)
@@ -157,7 +162,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
     engines = ", ".join(speech_synthesis.ENGINE_PROGRAMS)
     synth = commands.add_parser(
-        "synth-speech", help=f"offline speech corpus from TTS: {engines}", allow_abbrev=False,
+        "synth-speech", help=f"offline TTS corpus: {engines}", allow_abbrev=False,
         description="Write <word>/<speaker>_nohash_<n>.wav (1 s, 16 kHz mono 16-bit), _background_noise_/ and the "
                     f"split lists, with Debian's offline TTS engines ({engines}) in many voice families, "
                     "per-speaker voice variants and a vocal-tract warp. Deterministic for a seed; parallel over "
@@ -238,6 +243,17 @@ def _uri_argument(schemes: tuple[str, ...]) -> Callable[[str], str]:
 
 
 STEP_USAGE = "%(prog)s [-h] [--workload W] [--preset NAME] [--SETTING VALUE ...] [--overwrite]"
+
+
+class _CommandsFormatter(argparse.RawDescriptionHelpFormatter):
+    """The top-level help: every command and its help on one line, synth-speech too (argparse measures the
+    commands two columns short of where it indents them)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            self._action_max_length = max(self._action_max_length,
+                                          4 + max(len(name) for name in action.choices) + 2)
 
 
 def _formatter(base: type[argparse.HelpFormatter], position: int) -> Callable[[str], argparse.HelpFormatter]:
