@@ -17,7 +17,7 @@ from training import workloads
 from training.config import SETTINGS, RunSpec, all_settings, before_training, workload_defaults, workload_settings
 from training.console import configure_logging
 from training.contract import SPARK_STEPS, STEPS
-from training.jobs.command_line import add_job_arguments, run_reporting_errors
+from training.jobs.command_line import JOB_USAGE, add_job_arguments, run_reporting_errors
 from training.settings import DATASET_SCHEMES, TRACKING_SCHEMES, shown, uri_problem
 
 log = logging.getLogger("cloudburst")
@@ -142,7 +142,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for step in STEPS:
         workload = asked or help_workload(step)
         command = commands.add_parser(step, help=STEP_HELP[step], description=_step_description(step, workload),
-                                      allow_abbrev=False, usage=STEP_USAGE,
+                                      allow_abbrev=False, usage=JOB_USAGE,
                                       formatter_class=_formatter(argparse.HelpFormatter, 34))
         add_job_arguments(command, spark=step in SPARK_STEPS, workload=workload, step=step)
         command.set_defaults(handler=_run_step, step=step)
@@ -240,9 +240,6 @@ def _uri_argument(schemes: tuple[str, ...]) -> Callable[[str], str]:
         return value
 
     return uri
-
-
-STEP_USAGE = "%(prog)s [-h] [--workload W] [--preset NAME] [--SETTING VALUE ...] [--overwrite]"
 
 
 class _CommandsFormatter(argparse.RawDescriptionHelpFormatter):
