@@ -58,13 +58,15 @@ def _settings(args: argparse.Namespace) -> None:
         default = defaults.get(entry.name, entry.default)
         bounds = []
         if entry.choices is not None:
-            bounds.append("one of " + ", ".join(map(str, entry.choices)))
+            bounds.append("one of " + ", ".join(str(choice) if choice != "" else "empty" for choice in entry.choices))
         if entry.minimum is not None:
             bounds.append(("> " if entry.exclusive_minimum else "≥ ") + f"{entry.minimum:g}")
         if entry.maximum is not None:
             bounds.append(f"≤ {entry.maximum:g}")
-        print(f"{entry.flag:28} {entry.type.__name__:5} default {entry.format(default) or '(automatic)'}"
-              + (f"; {', '.join(bounds)}" if bounds else "") + f"  [{entry.section}]")
+        shown_default = entry.format(default) or (f"empty: {entry.empty_means}" if entry.empty_means else "(automatic)")
+        print(f"{entry.flag:28} {entry.type.__name__:5} default {shown_default}"
+              + (f"; {', '.join(bounds)}" if bounds else "")
+              + f"  [{entry.section}{'; internal: set by the pipeline' if entry.internal else ''}]")
         print(f"{'':28} {entry.title}: {entry.description}")
     for name, values in (workloads.definition(args.workload).presets.items() if args.workload else ()):
         print(f"--preset {name:19} " + ", ".join(f"{key}={value}" for key, value in values.items()))
