@@ -1,25 +1,8 @@
 """cloudburst: the command line for Cloudburst's pipeline steps.
 
-    cloudburst ingest      validate the workload's raw data and publish it (MNIST IDX files; a Speech Commands
-                           corpus, synthesised offline by default) — no Spark
-    cloudburst augment     MNIST: elastic deformations of every training image (Spark job)
-    cloudburst features    keyword spotting: log-mel/MFCC features + augmented training copies (Spark job)
-    cloudburst shard       split the training set into nodes × workers-per-node stratified shards (Spark job)
-    cloudburst train       train on the shards with a strategy, record the run in MLflow (Spark job)
-    cloudburst score       speaker verification: embeddings of every clip with each trained model
-    cloudburst fuse        speaker verification: S-norm and score fusion trained on sv_dev; saves the system
-    cloudburst evaluate    test a trained run, add accuracy, figures and the model to its MLflow run (speaker
-                           verification: EER, minDCF, DET curves per model and fused)
-    cloudburst settings    list every run setting: default, bounds, help (per workload with --workload)
-    cloudburst synth-speech  synthesise a Speech Commands corpus offline (espeak-ng, flite, festival)
-    cloudburst preview     write a PNG of MNIST originals beside their deformations
-    cloudburst verify      speaker verification: enroll a speaker from WAV files, score another WAV against it
-    cloudburst advise      a scaling study's table and the configuration to run for a goal (--study RUN_ID)
-
-Every step takes the same run-setting flags (--workload, --augment-copies, --workers-per-node, …: `cloudburst
-settings` lists them), derives its input and output locations from them, publishes atomically, and is a no-op when
-re-run. Datasets live under the data root: a local path, file:///… or hdfs://namenode:8020/… (--data-root; default
-$CLOUDBURST_DATA_ROOT or ./var/datasets). The Airflow DAGs run exactly these steps with the same flags.
+Each pipeline step takes the run settings as flags (`cloudburst settings` explains them), derives its inputs and
+outputs from them, publishes atomically and is a no-op when re-run; the Airflow DAGs run the same steps with the
+same flags. `cloudburst <command> --help` describes a command.
 """
 
 from __future__ import annotations
@@ -31,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from training import workloads
-from training.config import RunSpec, all_settings, workload_defaults, workload_settings
+from training.config import SETTINGS, RunSpec, all_settings, before_training, workload_defaults, workload_settings
 from training.console import configure_logging
 from training.contract import SPARK_STEPS, STEPS
-from training.jobs.command_line import add_job_arguments, run_reporting_errors
+from training.jobs.command_line import JOB_USAGE, add_job_arguments, run_reporting_errors
 from training.settings import DATASET_SCHEMES, TRACKING_SCHEMES, shown, uri_problem
 
 log = logging.getLogger("cloudburst")
@@ -42,13 +25,12 @@ log = logging.getLogger("cloudburst")
 STEP_HELP = {
     "ingest": "validate the workload's raw data and publish it as Parquet (no Spark)",
     "augment": "MNIST: add elastic deformations of every training image (Spark job)",
-    "features": "keyword spotting: log-mel/MFCC features and augmented training copies (Spark job)",
-    "shard": "stratified, deterministic shards of the training split, one per worker (Spark job)",
-    "train": "train with a strategy on the shards and record the run in MLflow (Spark job)",
-    "score": "speaker verification: embeddings of every clip with each trained model (no Spark)",
-    "fuse": "speaker verification: S-norm, calibration and score fusion trained on sv_dev; saves the system",
-    "evaluate": "test accuracy, confusion matrix and the model of a trained run → its MLflow run (speaker "
-                "verification: EER, minDCF, DET curves per model and fused)",
+    "features": "speech: log-mel/MFCC features and augmented training copies (Spark job)",
+    "shard": "stratified shards of the training split, one per worker (Spark job)",
+    "train": "train with a strategy on the shards, record the run in MLflow (Spark job)",
+    "score": "speaker verification: embeddings of every clip with each trained model",
+    "fuse": "speaker verification: S-norm and score fusion on sv_dev; saves the system",
+    "evaluate": "test a trained run: accuracy (or EER, minDCF), figures, model → MLflow",
 }
 
 
@@ -65,19 +47,26 @@ def _run_step(args: argparse.Namespace) -> None:
 
 def _settings(args: argparse.Namespace) -> None:
     """Print the settings table (what the DAG form and every --flag are generated from)."""
+    if args.markdown:
+        from training.settings_reference import markdown
+
+        print(markdown(args.workload), end="")
+        return
     entries = workload_settings(args.workload) if args.workload else all_settings()
     defaults = workload_defaults(args.workload) if args.workload else {}
     for entry in entries:
         default = defaults.get(entry.name, entry.default)
         bounds = []
         if entry.choices is not None:
-            bounds.append("one of " + ", ".join(map(str, entry.choices)))
+            bounds.append("one of " + ", ".join(str(choice) if choice != "" else "empty" for choice in entry.choices))
         if entry.minimum is not None:
             bounds.append(("> " if entry.exclusive_minimum else "≥ ") + f"{entry.minimum:g}")
         if entry.maximum is not None:
             bounds.append(f"≤ {entry.maximum:g}")
-        print(f"{entry.flag:28} {entry.type.__name__:5} default {entry.format(default) or '(automatic)'}"
-              + (f"; {', '.join(bounds)}" if bounds else "") + f"  [{entry.section}]")
+        shown_default = entry.format(default) or (f"empty: {entry.empty_means}" if entry.empty_means else "(automatic)")
+        print(f"{entry.flag:28} {entry.type.__name__:5} default {shown_default}"
+              + (f"; {', '.join(bounds)}" if bounds else "")
+              + f"  [{entry.section}{'; internal: set by the pipeline' if entry.internal else ''}]")
         print(f"{'':28} {entry.title}: {entry.description}")
     for name, values in (workloads.definition(args.workload).presets.items() if args.workload else ()):
         print(f"--preset {name:19} " + ", ".join(f"{key}={value}" for key, value in values.items()))
@@ -143,39 +132,53 @@ def _advise(args: argparse.Namespace) -> None:
               f"as models:/{study.workload}@{record.CHAMPION_ALIAS} while no later study has moved the alias)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; ``argv`` (default: sys.argv's) only picks the workload whose settings a step's --help lists."""
     # allow_abbrev=False everywhere: a prefix must never pass for a flag (--workers for --workers-per-node)
     parser = argparse.ArgumentParser(prog="cloudburst", description=__doc__, allow_abbrev=False,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     formatter_class=_CommandsFormatter)
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
+    asked = _workload_in(sys.argv[1:] if argv is None else argv)
 
     for step in STEPS:
-        command = commands.add_parser(step, help=STEP_HELP[step], description=_step_description(step),
-                                      allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter)
-        add_job_arguments(command, spark=step in SPARK_STEPS)
+        workload = asked or help_workload(step)
+        command = commands.add_parser(step, help=STEP_HELP[step], description=_step_description(step, workload),
+                                      allow_abbrev=False, usage=JOB_USAGE,
+                                      formatter_class=_formatter(argparse.HelpFormatter, 34))
+        add_job_arguments(command, spark=step in SPARK_STEPS, workload=workload, step=step)
         command.set_defaults(handler=_run_step, step=step)
 
-    settings = commands.add_parser("settings", help="list every run setting with its default, bounds and help",
-                                   allow_abbrev=False)
+    settings = commands.add_parser(
+        "settings", help="the run settings: defaults, bounds and help (--markdown: a reference)", allow_abbrev=False,
+        description="List every run setting (the flags of every step, the DAG Params of the same names): type, "
+                    "default, bounds and help, with its trigger-form section. --workload: only the shared settings "
+                    "and that workload's own, with its defaults and presets. --markdown: the settings reference in "
+                    "Markdown, a table per form section (what the settings page of the docs is generated from).")
     settings.add_argument("--workload", choices=workloads.names(), default=None,
                           help="only the settings of this workload, with its defaults")
+    settings.add_argument("--markdown", action="store_true", help="print the reference as Markdown tables")
     settings.set_defaults(handler=_settings)
 
     from training.datasets import speech_synthesis
 
+    engines = ", ".join(speech_synthesis.ENGINE_PROGRAMS)
     synth = commands.add_parser(
-        "synth-speech", help="synthesise a Speech Commands-layout corpus offline", allow_abbrev=False,
+        "synth-speech", help=f"offline TTS corpus: {engines}", allow_abbrev=False,
         description="Write <word>/<speaker>_nohash_<n>.wav (1 s, 16 kHz mono 16-bit), _background_noise_/ and the "
-                    "split lists, with Debian's offline TTS engines (espeak-ng with per-speaker voice variants, "
-                    "flite, festival) and a per-speaker vocal-tract warp. Deterministic for a seed; parallel over "
+                    f"split lists, with Debian's offline TTS engines ({engines}) in many voice families, "
+                    "per-speaker voice variants and a vocal-tract warp. Deterministic for a seed; parallel over "
                     "cores; a complete corpus is not synthesised again.")
     speech_synthesis.add_arguments(synth)
     synth.set_defaults(handler=_synth_speech)
 
     mnist_defaults = RunSpec(workload="mnist_elastic_cnn")
-    preview = commands.add_parser("preview", help="PNG grid of MNIST originals beside their deformations",
-                                  allow_abbrev=False)
+    preview = commands.add_parser(
+        "preview", help="PNG of MNIST images beside their elastic deformations (to choose α, σ)",
+        allow_abbrev=False,
+        description="Write a PNG grid: in each row an MNIST training image, then copies of it deformed as the "
+                    "augment step would with --alpha, --sigma and --seed, to see what those values do before "
+                    "augmenting a dataset with them.")
     preview.add_argument("--source", default=None, type=_uri_argument(DATASET_SCHEMES),
                          help="image dataset URI (default: the ingested MNIST under the data root)")
     preview.add_argument("--out", default="elastic-preview.png", help="PNG path (default: %(default)s)")
@@ -241,15 +244,55 @@ def _uri_argument(schemes: tuple[str, ...]) -> Callable[[str], str]:
     return uri
 
 
-def _step_description(step: str) -> str:
+class _CommandsFormatter(argparse.RawDescriptionHelpFormatter):
+    """The top-level help: every command and its help on one line, synth-speech too (argparse measures the
+    commands two columns short of where it indents them)."""
+
+    def add_argument(self, action: argparse.Action) -> None:
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            self._action_max_length = max(self._action_max_length,
+                                          4 + max(len(name) for name in action.choices) + 2)
+
+
+def _formatter(base: type[argparse.HelpFormatter], position: int) -> Callable[[str], argparse.HelpFormatter]:
+    """``base`` with the help column at most ``position``: a flag and its help share one line."""
+    return lambda prog: base(prog, max_help_position=position)
+
+
+def help_workload(step: str) -> str:
+    """The workload whose settings a step's --help lists when none is asked for: the default workload if it has
+    the step, else the first workload that has it (augment: MNIST; score: speaker verification)."""
+    default = SETTINGS["workload"].default
+    if step in workloads.definition(default).steps:
+        return default
+    return next((name for name, definition in workloads.registry().items() if step in definition.steps), default)
+
+
+def _workload_in(argv: list[str]) -> str | None:
+    """The registered workload ``--workload X`` (or ``--workload=X``) names in ``argv``, else None."""
+    found = None
+    for index, argument in enumerate(argv):
+        if argument == "--":
+            break
+        if argument == "--workload" and index + 1 < len(argv):
+            found = argv[index + 1]
+        elif argument.startswith("--workload="):
+            found = argument.partition("=")[2]
+    return found if found in workloads.names() else None
+
+
+def _step_description(step: str, workload: str) -> str:
     users = [name for name, definition in workloads.registry().items() if step in definition.steps]
-    return (f"{STEP_HELP[step]}.\n\nWorkloads with this step: {', '.join(users)}. Inputs and outputs follow from the "
-            "run settings (the same flags for every step and the DAG Params of the same names); re-running a "
-            "finished step is a no-op.")
+    listed = f"Listed: {workload}'s settings"
+    if before_training(workload, step):
+        listed += " that this step reads (`cloudburst train --help` has the training ones)"
+    return (f"{STEP_HELP[step]}. Workloads with this step: {', '.join(users)}. {listed}. Every step accepts every "
+            f"setting; `cloudburst settings --workload {workload}` explains each.")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser(argv).parse_args(argv)
     configure_logging(args.verbose)
     if args.handler is _preview and args.source is None:
         args.source = RunSpec(workload="mnist_elastic_cnn").raw_uri()

@@ -19,10 +19,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from training import workloads
-from training.contract import REPO_ROOT
+from training.contract import REPO_ROOT, TRAIN
 from training.settings import (
     OPTIMIZERS,
     RUN_NAME_MAX_LENGTH,
+    SECTIONS,
     SHARED_SETTINGS,
     STRATEGIES,
     RunSpecError,
@@ -258,19 +259,32 @@ class _RunSpecMethods:
         return args
 
     @classmethod
-    def add_arguments(cls, parser: argparse.ArgumentParser, workload: str | None = None) -> None:
-        """One flag per setting, with its help, bounds and default (the given workload's, else every workload's
-        that differs)."""
-        group = parser.add_argument_group("run settings (the same flags for every step; DAG Params of the same name)")
+    def add_arguments(cls, parser: argparse.ArgumentParser, workload: str | None = None,
+                      step: str | None = None) -> None:
+        """One flag per setting, grouped by form section. Every flag is accepted, whatever the workload (the DAGs
+        pass every setting to every step) and checked by :meth:`validate`; with ``workload``, --help lists only the
+        shared settings and that workload's own, with its defaults, and for a data step before ``train`` not those
+        only training reads. Internal settings are never listed."""
+        parser.add_argument("--workload", dest="workload", default=None, metavar=_metavar(SETTINGS["workload"]),
+                            help=_workload_help(workload))
         presets = sorted({f"{name} ({definition.name})" for definition in workloads.registry().values()
-                          for name in definition.presets})
-        group.add_argument("--preset", default=None, metavar="NAME",
-                           help="fill the settings a workload's named preset sets; flags given still win "
-                                f"(presets: {', '.join(presets) or 'none'}; `cloudburst settings --workload W` "
-                                "lists them)")
-        for name, entry in SETTINGS.items():
-            group.add_argument(entry.flag, dest=name, default=None, metavar=_metavar(entry),
-                               help=_flag_help(entry, workload).replace("%", "%%"))
+                          for name in definition.presets if workload is None or definition.name == workload})
+        parser.add_argument("--preset", default=None, metavar="NAME",
+                            help="fill the settings a named preset sets; flags given still win (presets: "
+                                 f"{', '.join(presets) or 'none'})")
+        listed = {entry.name for entry in workload_settings(workload)} if workload else set(SETTINGS)
+        if workload and step and before_training(workload, step):
+            listed -= {name for name, entry in SETTINGS.items() if entry.training_only}
+        groups: dict[str, Any] = {}
+        for entry in sorted(SETTINGS.values(), key=_section_order):
+            if entry.name == "workload":
+                continue
+            shown_in_help = entry.name in listed and not entry.internal
+            if shown_in_help and entry.section not in groups:
+                groups[entry.section] = parser.add_argument_group(entry.section)
+            (groups.get(entry.section) or parser).add_argument(
+                entry.flag, dest=entry.name, default=None, metavar=_metavar(entry),
+                help=_flag_help(entry, workload).replace("%", "%%") if shown_in_help else argparse.SUPPRESS)
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunSpec:
@@ -309,25 +323,59 @@ class _RunSpecMethods:
                                f"settings ({'; '.join(changed)}); choose another run_name")
 
 
+def before_training(workload: str, step: str) -> bool:
+    """Whether ``step`` is one of ``workload``'s data steps, before it trains (ingest, augment, shard, …)."""
+    steps = workloads.definition(workload).steps
+    return step in steps and TRAIN in steps and steps.index(step) < steps.index(TRAIN)
+
+
+def _section_order(entry: Setting) -> int:
+    """Where a setting's section comes: the trigger form's order, a section of another workload's after them."""
+    return SECTIONS.index(entry.section) if entry.section in SECTIONS else len(SECTIONS)
+
+
 def _metavar(entry: Setting) -> str:
+    """The value's name in --help: declared, the choices (an empty one left out: the help says what it means),
+    {true,false}, URI, N for an integer, X for a number, TEXT."""
+    if entry.metavar:
+        return entry.metavar
+    if entry.name == "workload":
+        return "{" + ",".join(workloads.names()) + "}"
     if entry.choices is not None:
-        return "{" + ",".join(map(str, entry.choices)) + "}"
-    return entry.type.__name__.upper()
+        return "{" + ",".join(str(choice) for choice in entry.choices if choice != "") + "}"
+    if entry.type is bool:
+        return "{true,false}"
+    if entry.uri_schemes:
+        return "URI"
+    return {int: "N", float: "X"}.get(entry.type, "TEXT")
+
+
+def _workload_help(workload: str | None) -> str:
+    default = SETTINGS["workload"].default
+    if workload is None:
+        return f"what to train (default: {default})"
+    return f"what to train (default: {default}); the settings below are {workload}'s: --workload W --help lists W's"
 
 
 def _flag_help(entry: Setting, workload: str | None) -> str:
-    owners = [definition.name for definition in workloads.registry().values() if entry in definition.settings]
-    text = entry.description
-    if owners:
-        text += f" [{', '.join(owners)} only]"
+    """One line: the setting's title and its default (the workload's, else every workload's that differs);
+    `cloudburst settings` has the whole description."""
+    title = entry.title.removesuffix(" (optional)")
     if workload is not None:
-        default = workload_defaults(workload).get(entry.name)
-        return f"{text} (default: {entry.format(default) or 'automatic'})"
+        return f"{title} (default: {_default_text(entry, workload_defaults(workload)[entry.name])})"
+    owners = [definition.name for definition in workloads.registry().values() if entry in definition.settings]
+    if owners:
+        title += f" [{', '.join(owners)}]"
     per_workload = {name: definition.defaults[entry.name] for name, definition in workloads.registry().items()
                     if entry.name in definition.defaults and definition.defaults[entry.name] != entry.default}
-    default = entry.format(entry.default) or "automatic"
-    extra = "".join(f"; {name}: {entry.format(value)}" for name, value in per_workload.items())
-    return f"{text} (default: {default}{extra})"
+    extra = "".join(f"; {name}: {_default_text(entry, value)}" for name, value in per_workload.items())
+    return f"{title} (default: {_default_text(entry, entry.default)}{extra})"
+
+
+def _default_text(entry: Setting, value: Any) -> str:
+    if value == "":
+        return f"empty, {entry.empty_means}" if entry.empty_means else "empty"
+    return entry.format(value)
 
 
 RunSpec = dataclasses.make_dataclass(

@@ -27,6 +27,7 @@ TRAINING = "Training"
 HOROVOD = "Horovod communication"
 DOWNPOUR = "Downpour parameter server"
 ADVANCED = "Advanced"
+SECTIONS = (DATA, AUGMENTATION, CLUSTER, TRAINING, HOROVOD, DOWNPOUR, ADVANCED)
 
 DEFAULT_WORKLOAD = "mnist_elastic_cnn"  # what a run or a study trains when none is named
 STRATEGIES = strategy_rules.NAMES  # each strategy declares its own rules there
@@ -141,6 +142,12 @@ class Setting:
     uri_schemes: tuple[str, ...] = ()  # a string setting that is a URI: its allowed schemes ("" = a plain path)
     optional: bool = False  # a string setting that may be empty: the empty value means "automatic"
     on_form: bool = True  # the workload setting is fixed by each DAG, so it is not on the form
+    internal: bool = False  # set by the pipeline itself, never by a person: accepted but left out of --help
+    # Read from the train step on (the strategy, the model, …), never by the data steps before it: their --help
+    # leaves it out (they accept it like every setting).
+    training_only: bool = False
+    metavar: str = ""  # the value's name in --help (default: from its type, choices or URI schemes)
+    empty_means: str = ""  # what an empty value of an optional setting does, for --help and the reference
 
     @property
     def flag(self) -> str:
@@ -250,8 +257,9 @@ class Setting:
 
 
 def _positive(name: str, type_: type, default: Any, title: str, description: str, section: str,
-              maximum: float | None = None) -> Setting:
-    return Setting(name, type_, default, title, description, section, minimum=1, maximum=maximum)
+              maximum: float | None = None, training_only: bool = False) -> Setting:
+    return Setting(name, type_, default, title, description, section, minimum=1, maximum=maximum,
+                   training_only=training_only)
 
 
 SHARED_SETTINGS: tuple[Setting, ...] = (
@@ -260,7 +268,7 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
     Setting("data_source", str, "", "Data source",
             "Where the raw data comes from; empty: the workload's offline default (the vendored MNIST, a "
             "synthetic speech corpus). See each workload's form for what it accepts.", DATA, optional=True,
-            uri_schemes=("", "hdfs", "http", "https")),
+            uri_schemes=("", "hdfs", "http", "https"), empty_means="the workload's offline default"),
     Setting("augment_copies", int, 1, "Augmentation copies k",
             "Augmented copies per training example, originals kept; evaluation data is never augmented. MNIST: "
             "elastic deformations; keyword spotting: random time shift (±100 ms) and background noise at a random "
@@ -277,102 +285,107 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "(Horovod on Spark, Gloo). downpour: asynchronous Downpour SGD, workers fetch from and push to a "
             "sharded parameter server in the Spark driver and never wait for each other. averaging: MapReduce "
             "model averaging, rounds_per_epoch rounds per epoch of local training, weights averaged by examples "
-            "seen.", TRAINING, choices=STRATEGIES),
-    _positive("epochs", int, 5, "Epochs", "Passes over the (augmented) training set.", TRAINING, maximum=10_000),
+            "seen.", TRAINING, choices=STRATEGIES, training_only=True),
+    _positive("epochs", int, 5, "Epochs", "Passes over the (augmented) training set.", TRAINING, maximum=10_000,
+              training_only=True),
     _positive("batch_size_per_worker", int, 128, "Batch size per worker",
               "Examples per step on each worker; the global batch is this × total workers. Larger batches talk "
-              "less often and scale better.", TRAINING, maximum=65_536),
+              "less often and scale better.", TRAINING, maximum=65_536, training_only=True),
     Setting("learning_rate", float, 0.001, "Learning rate (one worker)",
             "The worker optimizer's learning rate for one worker (horovod, averaging); Horovod scales it by the "
             "number of workers after a warm-up. Downpour uses server_learning_rate instead.", TRAINING, minimum=0,
-            exclusive_minimum=True, maximum=10),
+            exclusive_minimum=True, maximum=10, training_only=True),
     Setting("worker_optimizer", str, "adam", "Worker optimizer",
             "The optimizer each worker trains with (horovod — one rank is plain Keras — and averaging): adam "
             "(Keras' defaults), adagrad (accumulators start at 0.1, as on the Downpour server; try a learning rate "
             "near 0.1), sgd, or momentum (SGD with momentum 0.9). Downpour's workers step with server_optimizer "
             "instead, so a downpour run refuses any value here but the default.",
-            TRAINING, choices=OPTIMIZERS),
+            TRAINING, choices=OPTIMIZERS, training_only=True),
     Setting("precision", str, "float32", "Compute precision",
             "float32, or mixed_bfloat16: every layer computes in bfloat16 while the weights, the optimizer and the "
             "loss stay float32 (Keras' mixed precision; saved models are float32 weights, evaluated in float32). "
             "Only where the CPU multiplies bfloat16 itself (AMX or AVX512-BF16, read from /proc/cpuinfo): a worker "
             "without it refuses to train. Faster for some models, not others (make bench-roofline measures "
             "each), and it cost MNIST about 0.1 point of validation accuracy (README, Benchmarks).",
-            TRAINING, choices=PRECISIONS),
+            TRAINING, choices=PRECISIONS, training_only=True),
     Setting("warmup_epochs", int, 1, "Warm-up epochs",
             "Epochs over which the learning rate ramps from the one-worker value to the scaled one.", TRAINING,
-            minimum=0, maximum=1000),
+            minimum=0, maximum=1000, training_only=True),
     Setting("learning_rate_decay", str, "none", "Learning-rate decay (Horovod)",
             "none: the scaled rate stays after the warm-up. cosine: after the warm-up it follows a half cosine "
             "from the scaled rate down to 0 at the end of the last epoch, step by step — what large global "
             "batches need to settle (Goyal et al. 2017 warm up; Loshchilov & Hutter 2017 decay).", TRAINING,
-            choices=LEARNING_RATE_DECAYS),
+            choices=LEARNING_RATE_DECAYS, training_only=True),
     Setting("weight_average_decay", float, 0.0, "Weight averaging: decay (Horovod)",
             "0: off. Otherwise an exponential moving average of the weights is kept beside training, moved "
             "towards them after every step by 1 − this decay (0.999 averages about the last 1,000 steps); "
             "evaluations, time-to-target and the saved model use the average, training itself is unchanged, and "
             "the trained weights' accuracy is logged beside it (val_accuracy_trained_weights). Polyak & "
-            "Juditsky 1992. Horovod only.", TRAINING, minimum=0, maximum=0.99999),
+            "Juditsky 1992. Horovod only.", TRAINING, minimum=0, maximum=0.99999, training_only=True),
     Setting("seed", int, 0, "Seed", "Seeds augmentation, sharding and weight initialisation.", TRAINING,
             minimum=0, maximum=2**31 - 1),
     Setting("target_accuracy", float, 0.99, "Target accuracy",
             "Time-to-target is the training time until the validation accuracy first reaches this.", TRAINING,
-            minimum=0, exclusive_minimum=True, maximum=1),
+            minimum=0, exclusive_minimum=True, maximum=1, training_only=True),
     _positive("evaluations_per_epoch", int, 4, "Evaluations per epoch",
               "How often validation accuracy is measured during training (for time-to-target). Measuring never changes "
-              "what is trained.", TRAINING, maximum=1000),
+              "what is trained.", TRAINING, maximum=1000, training_only=True),
     _positive("rounds_per_epoch", int, 4, "Averaging: rounds per epoch",
               "Model averaging only: how many times per epoch the workers' weights are averaged (communication "
-              "rounds); each round trains every worker on its next part of its shard.", TRAINING, maximum=10_000),
+              "rounds); each round trains every worker on its next part of its shard.", TRAINING, maximum=10_000,
+              training_only=True),
     Setting("fp16_compression", bool, False, "fp16 gradient compression",
-            "Send gradients as float16: half the bytes on the wire.", HOROVOD),
+            "Send gradients as float16: half the bytes on the wire.", HOROVOD, training_only=True),
     _positive("backward_passes_per_step", int, 1, "Backward passes per step",
-              "Accumulate gradients locally over this many batches before each all-reduce.", HOROVOD, maximum=1024),
+              "Accumulate gradients locally over this many batches before each all-reduce.", HOROVOD, maximum=1024,
+              training_only=True),
     _positive("n_fetch", int, 4, "Downpour: fetch every n steps",
               "A worker fetches fresh parameters from the server every n_fetch of its steps (Dean et al.'s "
-              "n_fetch).", DOWNPOUR, maximum=100_000),
+              "n_fetch).", DOWNPOUR, maximum=100_000, training_only=True),
     _positive("n_push", int, 4, "Downpour: push every n steps",
               "A worker pushes the gradients it accumulated every n_push of its steps, taking local steps in "
               "between; larger values talk less and scale better (Dean et al.'s n_push).", DOWNPOUR,
-              maximum=100_000),
+              maximum=100_000, training_only=True),
     _positive("ps_shards", int, 2, "Downpour: parameter-server shards",
               "The parameters are split into this many slices, each served and updated on its own.", DOWNPOUR,
-              maximum=64),
+              maximum=64, training_only=True),
     Setting("server_optimizer", str, "adagrad", "Downpour: server optimizer",
             "How the server applies a pushed gradient: adagrad (per-parameter step sizes, as in Downpour SGD), "
             "plain sgd, momentum (SGD with momentum 0.9) or adam (Keras' β and ε; use a server learning rate near "
             "0.001). Workers take their local steps between pushes with the same rule.", DOWNPOUR,
-            choices=OPTIMIZERS),
+            choices=OPTIMIZERS, training_only=True),
     Setting("server_learning_rate", float, 0.1, "Downpour: server learning rate",
             "Step size of the server's optimizer, also used for the workers' local steps between pushes.",
-            DOWNPOUR, minimum=0, exclusive_minimum=True, maximum=100),
+            DOWNPOUR, minimum=0, exclusive_minimum=True, maximum=100, training_only=True),
     Setting("staleness_aware", bool, False, "Downpour: staleness-aware steps",
             "Scale each push's step by 1 / its staleness (server versions applied since the pushing worker last "
-            "fetched; Zhang et al. 2016), so a gradient computed on old parameters moves them less.", DOWNPOUR),
+            "fetched; Zhang et al. 2016), so a gradient computed on old parameters moves them less.", DOWNPOUR,
+            training_only=True),
     Setting("push_as_steps", bool, False, "Downpour: apply a push as its steps",
             "A push holds the sum of n_push worker steps' gradients. Off (Downpour SGD as published): the server "
             "takes one optimizer step with it, and since Adagrad's and Adam's step does not grow with the "
             "gradient, the shared parameters move about one worker step per push. On: the server takes n_push "
-            "steps, each with the mean gradient, and moves as far as the worker did.", DOWNPOUR),
+            "steps, each with the mean gradient, and moves as far as the worker did.", DOWNPOUR, training_only=True),
     Setting("warm_start_steps", int, 0, "Downpour: warm-start steps",
             "Worker 0 trains alone for this many steps before the others join (the paper's remedy for early "
-            "instability); 0 starts everyone at once.", DOWNPOUR, minimum=0, maximum=10_000_000),
+            "instability); 0 starts everyone at once.", DOWNPOUR, minimum=0, maximum=10_000_000, training_only=True),
     Setting("max_push_norm", float, 100.0, "Downpour: largest push (gradient norm per step)",
             "Each parameter-server shard scales down its slice of a push whose L2 norm, divided by the steps the "
             "push accumulates, exceeds this, so one diverging worker cannot wreck the shared parameters (healthy "
             "pushes measured ≤ 1.4 per step on the MNIST CNN); pushes holding NaN or infinity are refused. 0 "
-            "turns clipping off.", DOWNPOUR, minimum=0, maximum=1e12),
+            "turns clipping off.", DOWNPOUR, minimum=0, maximum=1e12, training_only=True),
     Setting("communication", bool, True, "Communication",
             "false: the ceiling. Every worker runs its strategy's own training loop and data path on its shard "
             "but sends nothing to train: no all-reduce, no parameter-server pushes or fetches, no averaging. The "
             "throughput it measures is the upper bound this configuration can reach; the model is not a trained "
-            "distributed model (each worker trains its own; worker 0's is evaluated and saved).", ADVANCED),
+            "distributed model (each worker trains its own; worker 0's is evaluated and saved).", ADVANCED,
+            training_only=True),
     Setting("threads_per_worker", int, 0, "Threads per worker (0 = automatic)",
             "TensorFlow intra-op threads per worker; 0 means the node's cores ÷ workers per node.", ADVANCED,
-            minimum=0, maximum=1024),
+            minimum=0, maximum=1024, training_only=True),
     Setting("existing_shards", str, "", "Existing shards (optional)",
             "URI of shards made earlier to train on instead of sharding for this run; needs at least one shard "
-            "per worker.", ADVANCED, optional=True, uri_schemes=DATASET_SCHEMES),
+            "per worker.", ADVANCED, optional=True, uri_schemes=DATASET_SCHEMES, empty_means="shard for this run"),
     Setting("spark_master", str, "", "Spark master (optional)",
             "Where the Spark steps run: local[*] or local[N] (this machine), yarn (the Hadoop cluster of "
             "$HADOOP_CONF_DIR; one executor per node), spark://host:port (standalone). Empty: the Airflow "
@@ -380,27 +393,29 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "$CLOUDBURST_SPARK_MASTER, else local[*].", CLUSTER, optional=True,
             pattern=rf"local(\[(\*|[1-9][0-9]{{0,3}})\])?|yarn|spark://[A-Za-z0-9.-]+:{PORT_PATTERN}"
                     rf"(,[A-Za-z0-9.-]+:{PORT_PATTERN})*",
-            pattern_help="must be local, local[*], local[N], yarn or spark://host:port"),
+            pattern_help="must be local, local[*], local[N], yarn or spark://host:port", metavar="MASTER",
+            empty_means="spark-submit's, else $CLOUDBURST_SPARK_MASTER, else local[*]"),
     Setting("link_rate", str, "", "Link rate (namespace cluster only, optional)",
             "Before training, re-shape every host link of the namespace cluster (make cluster-up) to this rate, "
             "e.g. 100mbit or 10gbit: tc tbf, bandwidth only. Empty: the links stay as they are. A scaling study's "
             "link profiles set it; the cluster must be up and spark_master yarn.", CLUSTER, optional=True,
             pattern=LINK_RATE_PATTERN, pattern_help="must be a rate from 1mbit to 100gbit such as 100mbit, 1gbit "
-            "or 10gbit (a whole number, then mbit or gbit)"),
+            "or 10gbit (a whole number, then mbit or gbit)", metavar="RATE", empty_means="links left as they are"),
     Setting("data_root", str, "", "Data root (optional)",
             "Where datasets and runs live: a path, file:// or hdfs:// URI. Empty: $CLOUDBURST_DATA_ROOT or "
-            "./var/datasets.", ADVANCED, optional=True, uri_schemes=DATASET_SCHEMES),
+            "./var/datasets.", ADVANCED, optional=True, uri_schemes=DATASET_SCHEMES,
+            empty_means="$CLOUDBURST_DATA_ROOT or ./var/datasets"),
     Setting("tracking_uri", str, "", "MLflow tracking URI (optional)",
             "Empty: $MLFLOW_TRACKING_URI or SQLite under ./var/mlflow.", ADVANCED, optional=True,
-            uri_schemes=TRACKING_SCHEMES),
+            uri_schemes=TRACKING_SCHEMES, empty_means="$MLFLOW_TRACKING_URI or SQLite under ./var/mlflow"),
     Setting("run_name", str, "manual", "Run name (optional)",
             "Names the run's directory (checkpoints, model) and its MLflow run. Empty on the form: derived from "
             f"the DAG run id, so a retried task resumes the same run. Up to {RUN_NAME_MAX_LENGTH} letters, digits "
             "and _ . -, a letter or digit first (it names a directory, also on HDFS).", ADVANCED,
-            pattern=RUN_NAME_PATTERN, pattern_help=RUN_NAME_HELP, max_length=RUN_NAME_MAX_LENGTH),
+            pattern=RUN_NAME_PATTERN, pattern_help=RUN_NAME_HELP, max_length=RUN_NAME_MAX_LENGTH, metavar="NAME"),
 )
 
 # Workload packages use these for their own settings.
 __all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD",
-           "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS", "Setting",
-           "shown"]
+           "SECTIONS", "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS",
+           "Setting", "shown"]

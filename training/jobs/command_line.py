@@ -22,15 +22,22 @@ USER_ERRORS = (storage.DatasetError, ValueError, FileNotFoundError, PermissionEr
                ClusterCapacityError)
 
 
-def add_job_arguments(parser: argparse.ArgumentParser, spark: bool) -> None:
-    RunSpec.add_arguments(parser)
+# A step's usage line: its settings are too many to list there (its --help lists them by section).
+JOB_USAGE = "%(prog)s [-h] [--workload W] [--preset NAME] [--SETTING VALUE ...] [--overwrite]"
+
+
+def add_job_arguments(parser: argparse.ArgumentParser, spark: bool, workload: str | None = None,
+                      step: str | None = None) -> None:
+    """The run settings' flags (--help lists those of ``workload`` that ``step`` reads, else every workload's; all
+    are accepted) and --overwrite."""
+    RunSpec.add_arguments(parser, workload, step)
     parser.add_argument("--overwrite", action="store_true",
                         help="replace a different dataset at the step's destination (default: refuse)")
 
 
 def job_parser(description: str, spark: bool) -> argparse.ArgumentParser:
     # allow_abbrev=False: a prefix must never pass for a flag (--workers for --workers-per-node)
-    parser = argparse.ArgumentParser(description=description, allow_abbrev=False,
+    parser = argparse.ArgumentParser(description=description, allow_abbrev=False, usage=JOB_USAGE,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_job_arguments(parser, spark)
     return parser

@@ -43,7 +43,7 @@ SETTINGS = (
     Setting("data_sha256", str, "", "Source sha256 (optional)",
             "The expected sha256 of a .tar.gz source (path or URL); ingestion refuses anything else.", DATA,
             pattern=r"[0-9a-fA-F]{64}", optional=True,
-            pattern_help="must be 64 hexadecimal digits (or empty)"),
+            pattern_help="must be 64 hexadecimal digits (or empty)", metavar="SHA256", empty_means="not checked"),
     Setting("speakers", int, 200, "Synthetic speakers",
             "With data_source 'synthetic': how many voices to synthesise; Speech Commands' sha1 rule puts about "
             "10 % of them in the test split, unseen in training.", DATA, minimum=1, maximum=2000),
@@ -73,7 +73,8 @@ SETTINGS = (
             "family (test_accuracy_family_*) and as test_accuracy_held_out_families. The synthetic corpus "
             "records each speaker's family; `cloudburst synth-speech` lists them.", DATA, optional=True,
             pattern=r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?(,[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?)*",
-            pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)"),
+            pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)",
+            metavar="FAMILIES", empty_means="none held out"),
     Setting("training_speakers", str, "all", "Training speakers",
             "all: every speaker of the training split. sv_train: only those whom speaker verification's rule (the "
             "sha1 of the speaker id; about 60 % of them) puts in its training set, so that the speaker_verification "
@@ -90,7 +91,7 @@ SETTINGS = (
             "bench-kws-generalisation). The offline copies (augment_copies) are independent of it.", AUGMENTATION,
             pattern=rf"none|({_AUGMENTATION_NAMES})(,({_AUGMENTATION_NAMES}))*",
             pattern_help=f"must be 'none' or comma-separated names from {', '.join(ONLINE_AUGMENTATIONS)} (no "
-                         "spaces)"),
+                         "spaces)", metavar="NAMES", training_only=True),
     Setting("features", str, "log_mel", "Audio features",
             "log_mel: 40 log-mel bands (25 ms window, 10 ms hop); mfcc: 40 MFCCs of the same bands.",
             AUGMENTATION, choices=FEATURE_KINDS),

@@ -46,35 +46,36 @@ SETTINGS = (
     Setting("online_elastic", bool, False, "Elastic deformation on the fly",
             "Deform every training batch afresh while training (same α and σ), as Simard et al. did, so no epoch "
             "sees the same distortion twice; the stored copies (augment_copies) are deformed again too. Costs about "
-            "4.6 ms per 128-image batch (measured; a step is about 28 ms on 2 cores).", AUGMENTATION),
+            "4.6 ms per 128-image batch (measured; a step is about 28 ms on 2 cores).", AUGMENTATION,
+            training_only=True),
     Setting("elastic_fraction", float, 1.0, "Share of each batch deformed on the fly",
             "With online_elastic: the share of each training batch deformed, image by image at random; the rest are "
             "seen as stored. 1 deforms every image (Simard et al.); less keeps undeformed digits, like the test "
-            "set's, in every batch.", AUGMENTATION, minimum=0, maximum=1),
+            "set's, in every batch.", AUGMENTATION, minimum=0, maximum=1, training_only=True),
     Setting("rotation_degrees", float, 0.0, "Random rotation on the fly (± degrees)",
             "With online_elastic: each deformed image is also rotated about its centre by an angle drawn uniformly "
             "in ± this many degrees (Cireşan et al. 2010 used 15 with elastic deformation). 0: no rotation.",
-            AUGMENTATION, minimum=0, maximum=MAX_ROTATION_DEGREES),
+            AUGMENTATION, minimum=0, maximum=MAX_ROTATION_DEGREES, training_only=True),
     Setting("scale_jitter", float, 0.0, "Random scaling on the fly (± share)",
             "With online_elastic: each deformed image is also scaled about its centre by 1 ± up to this share, rows "
             "and columns apart (Cireşan et al. 2010: 0.15). 0: no scaling.", AUGMENTATION, minimum=0,
-            maximum=MAX_SCALE_JITTER),
+            maximum=MAX_SCALE_JITTER, training_only=True),
     Setting("shift_pixels", float, 0.0, "Random shift on the fly (± pixels)",
             "With online_elastic: each deformed image is also moved as a whole by up to ± this many pixels, rows "
             "and columns apart (uniform, sub-pixel), since the elastic field only moves strokes locally. 0: no "
-            "shift.", AUGMENTATION, minimum=0, maximum=MAX_SHIFT_PIXELS),
+            "shift.", AUGMENTATION, minimum=0, maximum=MAX_SHIFT_PIXELS, training_only=True),
     Setting("convolutions_per_stage", int, 1, "Convolutions per stage",
             "3×3 convolutions before each of the CNN's two poolings (32 then 64 filters). 1 is the fast model "
             "(225,034 parameters); 2 is the deeper one, measured 2.8–3.5× slower per image on 2 cores.",
-            TRAINING, minimum=1, maximum=3),
+            TRAINING, minimum=1, maximum=3, training_only=True),
     Setting("dense_units", int, 128, "Dense units", "Units of the CNN's fully connected layer.", TRAINING,
-            minimum=16, maximum=4096),
+            minimum=16, maximum=4096, training_only=True),
     Setting("batch_norm", bool, False, "Batch normalization",
             "Batch normalization between every convolution and its ReLU, the convolutions without bias. Horovod "
             "averages the ranks' normalization statistics at the end; Downpour refuses it (its server holds "
             "trainable parameters only). The deeper model trains faster with it on CPU, since TensorFlow's bias "
             "gradient is slow there: the full preset ran at about 2,150 images/s with it against 1,750 without (2 "
-            "cores, measured).", TRAINING),
+            "cores, measured).", TRAINING, training_only=True),
 )
 # Settings of the on-the-fly deformation: stored copies take none of them, so setting one without it is refused.
 ONLINE_ELASTIC_ONLY = ("elastic_fraction", "rotation_degrees", "scale_jitter", "shift_pixels")

@@ -42,7 +42,8 @@ SETTINGS = (
     Setting("embedding_model", str, "", "Embedding model",
             f"Which speaker-embedding model a features/shard/train step works on: {MODEL_A} (log-mel features) or "
             f"{MODEL_B} (MFCC features); empty for the steps after training, which use both. The DAG trains both "
-            "as parallel branches.", TRAINING, choices=("", MODEL_A, MODEL_B), optional=True, on_form=False),
+            "as parallel branches.", TRAINING, choices=("", MODEL_A, MODEL_B), optional=True, on_form=False,
+            empty_means="both models (the steps after training)"),
     Setting("enrollment_utterances", int, 3, "Enrollment utterances",
             "Clips each trial speaker enrolls with (the mean of their L2-normalised embeddings); the evaluation "
             "also reports the fused system with the other choices. A speaker needs one clip more than this to be "
@@ -59,20 +60,21 @@ SETTINGS = (
             "quarter of the learning rate.", TRAINING, optional=True,
             pattern=r"auto|[0-9a-f]{32}|(file://|hdfs://|/)[^\s]+", uri_schemes=DATASET_SCHEMES,
             pattern_help="must be 'auto', an MLflow run id (32 hexadecimal digits) or a run directory (an "
-                         "absolute path, file:// or hdfs:// URI)"),
+                         "absolute path, file:// or hdfs:// URI)", metavar="SOURCE", empty_means="from scratch",
+            training_only=True),
     Setting("transfer_head_epochs", int, 2, "Transfer: head-only epochs",
             "With transfer_from: epochs of the first stage (trunk frozen); the rest of the epochs fine-tune.",
-            TRAINING, minimum=1, maximum=1000),
+            TRAINING, minimum=1, maximum=1000, training_only=True),
     Setting("transfer_spotter_epochs", int, 4, "Transfer: keyword-spotter epochs",
             "With transfer_from 'auto' and no suitable keyword spotter yet: epochs of the one trained first.",
-            TRAINING, minimum=1, maximum=1000),
+            TRAINING, minimum=1, maximum=1000, training_only=True),
     Setting("transfer_stage", str, "", "Transfer stage",
             "Set by the train step for each stage of a transfer (spotter, head, fine_tune); each stage is a run of "
             "its own below the model's run directory.", TRAINING, choices=("", *TRANSFER_STAGES), optional=True,
-            on_form=False),
+            on_form=False, internal=True, empty_means="not a stage of a transfer"),
     Setting("bootstrap_resamples", int, 200, "Bootstrap resamples",
             "Resamples of the evaluation speakers for the 95 % confidence intervals of EER and minDCF.", TRAINING,
-            minimum=20, maximum=10_000),
+            minimum=20, maximum=10_000, training_only=True),
 )
 
 # What `make demo-sv` trains with (300 speakers, 8 epochs, batch 64 per worker). Adam at 0.001 per worker: Horovod
