@@ -154,3 +154,10 @@ def test_settings_markdown_for_one_workload(capsys: pytest.CaptureFixture[str]) 
     assert "| `--kws-task` |" in text and "| `--alpha` |" not in text and "| `--epochs` |" in text
     assert "\\_unknown\\_" in text  # prose, not emphasis
 
+
+
+
+def test_synth_speech_makes_the_corpus_the_keyword_spotting_demo_reads_by_default(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    text = help_text(capsys, "synth-speech")
+    assert f"(default: {RunSpec(workload='kws_densenet_bilstm').speakers})" in text

@@ -325,7 +325,7 @@ def test_a_missing_voice_names_its_debian_package(tmp_path, monkeypatch):
 
 def test_the_command_line_glue_builds_the_default_layout(tmp_path, capsys):
     parser = argparse.ArgumentParser()
-    speech_synthesis.add_arguments(parser)
+    speech_synthesis.add_arguments(parser, speakers=200)
     args = parser.parse_args(["--dest", str(tmp_path / "cli"), "--speakers", "1", "--words", "go, stop",
                               "--repetitions", "1", "--processes", "1"])
     assert speech_synthesis.run(args) == tmp_path / "cli"

@@ -169,10 +169,10 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                     f"split lists, with Debian's offline TTS engines ({engines}) in many voice families, "
                     "per-speaker voice variants and a vocal-tract warp. Deterministic for a seed; parallel over "
                     "cores; a complete corpus is not synthesised again.")
-    speech_synthesis.add_arguments(synth)
+    speech_synthesis.add_arguments(synth, speakers=RunSpec(workload="kws_densenet_bilstm").speakers)
     synth.set_defaults(handler=_synth_speech)
 
-    mnist_defaults = RunSpec(workload="mnist_elastic_cnn")
+    mnist_defaults = RunSpec(workload="mnist_elastic_cnn")  # preview shows what this workload's augment step does
     preview = commands.add_parser(
         "preview", help="PNG of MNIST images beside their elastic deformations (to choose α, σ)",
         allow_abbrev=False,
@@ -186,7 +186,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     preview.add_argument("--columns", type=int, default=6, help="original + copies per row (default: %(default)s)")
     preview.add_argument("--alpha", type=float, default=mnist_defaults.alpha, help="α (default: %(default)s)")
     preview.add_argument("--sigma", type=float, default=mnist_defaults.sigma, help="σ (default: %(default)s)")
-    preview.add_argument("--seed", type=int, default=0, help="seed (default: %(default)s)")
+    preview.add_argument("--seed", type=int, default=mnist_defaults.seed, help="seed (default: %(default)s)")
     preview.set_defaults(handler=_preview)
 
     verify = commands.add_parser(

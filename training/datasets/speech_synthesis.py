@@ -1310,12 +1310,13 @@ def _readme(recipe: dict[str, Any]) -> str:
 # --- Command line --------------------------------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, speakers: int) -> None:
+    """synth-speech's flags; `speakers` is the default corpus size (the keyword-spotting workload's setting)."""
     parser.add_argument("--dest", default=None,
                         help="output directory (default: "
                              f"{REPO_ROOT / 'var' / 'corpora'}/speech-commands-synthetic-v{GENERATOR_VERSION}"
                              "-s<speakers>-r<repetitions>-seed<seed>)")
-    parser.add_argument("--speakers", type=int, default=100, help="synthetic speakers (default: %(default)s)")
+    parser.add_argument("--speakers", type=int, default=speakers, help="synthetic speakers (default: %(default)s)")
     parser.add_argument("--words", default=None,
                         help=f"comma-separated words (default: all {len(ALL_WORDS)} Speech Commands v0.02 words)")
     parser.add_argument("--repetitions", type=int, default=2,
