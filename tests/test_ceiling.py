@@ -5,7 +5,9 @@ every worker still learns on its own shard."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 from pipeline_data import prepare_datasets
 
@@ -15,6 +17,7 @@ from training.strategies import bookkeeping
 from training.strategies.averaging import AveragingStrategy
 from training.strategies.base import EvaluationSet, TrainingResult
 from training.strategies.downpour import DownpourStrategy
+from training.strategies.downpour_worker import SNAPSHOTS_FILE, TrainingClock, WorkerAlone
 from training.strategies.horovod import HorovodStrategy
 
 CHANCE = 0.1  # ten digits
@@ -102,3 +105,37 @@ def test_averaging_without_communication_averages_nothing_and_learns(spark, smal
     # weights the rank left after its last round, so every rank goes on from its own last round, as an independent
     # process would (before those files, 4–10 of these 14 rank-rounds restarted from an older model).
     assert result.extra["worker_rounds_not_continued"] == 0
+
+
+class CountingReplica:
+    """A stand-in for downpour_replica.Replica: its parameters are the number of gradients taken so far."""
+
+    def __init__(self) -> None:
+        self.gradients_taken = 0
+
+    def take_accumulated(self) -> None:
+        self.gradients_taken += 1
+
+    def parameters(self) -> SimpleNamespace:  # like a tensor: .numpy()
+        values = np.array([self.gradients_taken], np.float32)
+        return SimpleNamespace(numpy=lambda: values)
+
+
+def test_a_downpour_worker_alone_takes_its_gradient_every_n_push_steps_sends_nothing_and_keeps_its_snapshots(
+        tmp_path):
+    spec = RunSpec(strategy="downpour", communication=False, n_push=3)
+    replica, clock = CountingReplica(), TrainingClock()
+    alone = WorkerAlone(spec, replica, clock, snapshot_at={4: 0.5, 8: 1.0})
+    assert alone.join() == 0
+    clock.start()
+    for _ in range(8):
+        alone.before_step()
+        alone.after_step()
+    alone.finish()  # nothing to push: the 2 steps since the last take stay unsent
+    assert (alone.steps, replica.gradients_taken) == (8, 2)
+    assert alone.traffic() == {"bytes_sent": 0, "bytes_received": 0, "communication_seconds": 0.0}
+    alone.leave_snapshots(tmp_path / SNAPSHOTS_FILE)
+    with np.load(tmp_path / SNAPSHOTS_FILE) as saved:
+        assert saved["positions"].tolist() == [0.5, 1.0]
+        assert saved["parameters"].tolist() == [[1.0], [2.0]]  # after steps 4 and 8: 1, then 2 gradients taken
+        assert 0 < saved["clock"][0] <= saved["clock"][1]

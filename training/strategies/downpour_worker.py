@@ -9,7 +9,8 @@ sent) stops the worker with the reason as its last line, and the run records it 
 
 With ``communication`` off (the ceiling) the same loop runs without a server: no fetch, no push, the local
 optimizer's steps are the only updates, and worker 0 keeps its parameters at its evaluation points for the driver
-to evaluate after training (``snapshots.npz`` beside the report).
+to evaluate after training (``snapshots.npz`` beside the report). The worker chooses this once, at its start: the
+loop calls the same methods of its exchange, a ``ServerExchange`` or the ceiling's ``WorkerAlone``.
 
     python -m training.strategies.downpour_worker --rank 0 --report /tmp/report.jsonl < job.json
 
@@ -27,10 +28,16 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from training.config import RunSpec
+    from training.strategies.downpour_replica import Replica
 
 PR_SET_PDEATHSIG = 1
 SNAPSHOTS_FILE = "snapshots.npz"  # the ceiling's worker 0 leaves its evaluation snapshots here, beside the report
@@ -63,9 +70,8 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
 
     from training.config import RunSpec
     from training.models.optimizers import make_optimizer
-    from training.strategies.bookkeeping import evaluation_positions
+    from training.strategies.downpour_replica import Replica
     from training.strategies.input_pipeline import training_dataset
-    from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
     from training.strategies.placement import configure_tensorflow_threads
     from training.workloads import workload_for
 
@@ -84,152 +90,206 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + 1000 * rank + start_epoch,
                                augment=workload.augment_batch, augment_seed=(spec.seed, rank),
                                first_batch=start_epoch * steps_per_epoch)
+    replica = Replica(workload.build_model(), workload.make_loss(),
+                      make_optimizer(spec.server_optimizer, spec.server_learning_rate))
 
-    model = workload.build_model()
-    variables = model.trainable_variables
-    sizes = [int(np.prod(variable.shape)) for variable in variables]
-    loss_function = workload.make_loss()
-    local_optimizer = make_optimizer(spec.server_optimizer, spec.server_learning_rate)
-    accumulated = [tf.Variable(tf.zeros_like(variable), trainable=False) for variable in variables]
-
-    @tf.function
-    def train_step(images: tf.Tensor, labels: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        with tf.GradientTape() as tape:
-            logits = model(images, training=True)
-            loss = loss_function(labels, logits)
-        gradients = tape.gradient(loss, variables)
-        for total, gradient in zip(accumulated, gradients, strict=True):
-            total.assign_add(gradient)
-        local_optimizer.apply_gradients(zip(gradients, variables, strict=True))
-        correct = tf.reduce_sum(tf.cast(tf.equal(tf.argmax(logits, axis=1, output_type=labels.dtype), labels),
-                                        tf.float32))
-        return loss, correct
-
-    @tf.function
-    def take_accumulated() -> tf.Tensor:
-        flat = tf.concat([tf.reshape(total, [-1]) for total in accumulated], axis=0)
-        for total in accumulated:
-            total.assign(tf.zeros_like(total))
-        return flat
-
-    @tf.function
-    def set_parameters(flat: tf.Tensor) -> None:
-        for variable, part in zip(variables, tf.split(flat, sizes), strict=True):
-            variable.assign(tf.reshape(part, variable.shape))
-
-    # A fetch arrives n_fetch steps after it was requested; the local steps taken meanwhile are not in it yet
-    # (their gradients are pushed only now), so they are kept: parameters = fetched + (local now − local then).
-    at_request = [tf.Variable(tf.zeros_like(variable), trainable=False) for variable in variables]
-
-    @tf.function
-    def remember_parameters() -> None:
-        for saved, variable in zip(at_request, variables, strict=True):
-            saved.assign(variable)
-
-    @tf.function
-    def apply_fetched(flat: tf.Tensor) -> None:
-        for variable, saved, part in zip(variables, at_request, tf.split(flat, sizes), strict=True):
-            variable.assign(tf.reshape(part, variable.shape) + variable - saved)
-
-    def connect() -> ParameterClient:
-        return ParameterClient(job["addresses"], [tuple(bound) for bound in job["bounds"]],
-                               bytes.fromhex(job["secret"]), worker=rank, timeout_seconds=job["timeout_seconds"])
-
-    @tf.function
-    def current_parameters() -> tf.Tensor:
-        return tf.concat([tf.reshape(variable, [-1]) for variable in variables], axis=0)
-
-    # The ceiling: worker 0's parameters at its own evaluation points (its steps, its clock), evaluated by the
-    # driver after training as the server's snapshots are.
-    snapshot_at: dict[int, float] = {}  # steps since this job started → epoch position
-    if not spec.communication and rank == 0:
-        snapshot_at = {steps: position for position, steps in evaluation_positions(
-            steps_per_epoch, spec.evaluations_per_epoch, start_epoch, spec.epochs)}
-    snapshots: list[np.ndarray] = []
-    snapshot_clock: list[float] = []
-
-    # As in the paper's client, fetches and pushes run asynchronously: a push is on the wire while the next steps
-    # compute, and a fetch requested at step s is applied at step s + n_fetch (or later, if it is still on the way).
-    client = BackgroundClient(connect) if spec.communication else LocalClient()
+    clock = TrainingClock()
+    exchange = worker_exchange(job, rank, spec, replica, clock, steps_per_epoch)
     try:
-        if spec.communication:
-            set_parameters(client.fetch_now())
-        # Warm start: worker 0 trains alone until the server reached this version (the ceiling has no server).
-        if spec.communication and job["wait_for_version"]:
-            print(f"[downpour] worker {rank} waits for the warm start ({job['wait_for_version']} pushes)", flush=True)
-            while client.versions[0] < job["wait_for_version"]:
-                time.sleep(0.2)
-                set_parameters(client.fetch_now())
-        joined_at_version = client.versions[0]
+        joined_at_version = exchange.join()
         batches = iter(dataset)
-        step, unpushed, fetch_pending = 0, 0, False
-        training_started, snapshot_seconds = time.perf_counter(), 0.0
+        clock.start()
         for epoch in range(start_epoch, spec.epochs):
             workload.start_epoch(epoch)
-            epoch_started, epoch_snapshot_seconds = time.perf_counter(), 0.0
-            losses, corrects = [], []
-            for _ in range(steps_per_epoch):
-                if spec.communication and step % spec.n_fetch == 0:
-                    if fetch_pending and (fetched := client.take_fetched()) is not None:
-                        apply_fetched(fetched)
-                        fetch_pending = False
-                    if not fetch_pending:
-                        remember_parameters()
-                        client.request_fetch()
-                        fetch_pending = True
-                batch_images, batch_labels = next(batches)
-                loss, correct = train_step(batch_images, batch_labels)
-                losses.append(loss)
-                corrects.append(correct)
-                step += 1
-                unpushed += 1
-                if unpushed == spec.n_push:
-                    accumulated_gradient = take_accumulated()  # the ceiling computes it too, then sends nothing
-                    if spec.communication:
-                        client.push(accumulated_gradient.numpy(), unpushed)
-                    unpushed = 0
-                if step in snapshot_at:
-                    taken = time.perf_counter()
-                    snapshot_clock.append(taken - training_started - snapshot_seconds)
-                    snapshots.append(current_parameters().numpy())
-                    spent = time.perf_counter() - taken
-                    snapshot_seconds += spent
-                    epoch_snapshot_seconds += spent
-            seconds = time.perf_counter() - epoch_started - epoch_snapshot_seconds
-            examples = steps_per_epoch * spec.batch_size_per_worker
-            row = {"epoch": epoch + 1, "train_loss": float(tf.reduce_mean(losses)),
-                   "train_accuracy": float(tf.reduce_sum(corrects)) / examples, "examples": examples,
-                   "seconds": seconds}
+            row = train_epoch(epoch + 1, replica, exchange, batches, steps_per_epoch, spec.batch_size_per_worker,
+                              clock)
             report.write(row)
-            print(f"[downpour] worker {rank} epoch {epoch + 1}/{spec.epochs}: loss {row['train_loss']:.4f} "
-                  f"accuracy {row['train_accuracy']:.4f} {seconds:.1f} s {examples / seconds:.0f} samples/s",
-                  flush=True)
-        if unpushed and spec.communication:
-            client.push(take_accumulated().numpy(), unpushed)
-        training_seconds = time.perf_counter() - training_started - snapshot_seconds
+            print(f"[downpour] worker {rank} {describe_worker_epoch(row, spec.epochs)}", flush=True)
+        exchange.finish()
+        training_seconds = clock.seconds()
     finally:
-        client.close()
-    if snapshots:  # off the training clock: the worker's training is over
-        np.savez(report.path.with_name(SNAPSHOTS_FILE), clock=np.array(snapshot_clock),
-                 positions=np.array([snapshot_at[steps] for steps in sorted(snapshot_at)[:len(snapshots)]]),
-                 parameters=np.stack(snapshots))
-    totals = {"done": True, "rank": rank, "steps": step, "steps_per_epoch": steps_per_epoch,
-              "joined_at_version": joined_at_version, "bytes_sent": client.bytes_sent,
-              "bytes_received": client.bytes_received, "communication_seconds": client.waiting_seconds,
-              "training_seconds": training_seconds}
+        exchange.close()
+    exchange.leave_snapshots(report.path.with_name(SNAPSHOTS_FILE))  # off the training clock: training is over
+    totals = {"done": True, "rank": rank, "steps": exchange.steps, "steps_per_epoch": steps_per_epoch,
+              "joined_at_version": joined_at_version, **exchange.traffic(), "training_seconds": training_seconds}
     report.write(totals)
     return totals
 
 
-class LocalClient:
-    """The ceiling's stand-in for the parameter client: nothing to fetch, push or wait for."""
+def train_epoch(epoch_number: int, replica: Replica, exchange: ServerExchange | WorkerAlone,
+                batches: Iterator[Any], steps: int, batch_size: int, clock: TrainingClock) -> dict[str, Any]:
+    """One epoch of local steps, with the exchange's fetches and pushes between them; the epoch's report row."""
+    from training.strategies.downpour_replica import mean_loss_and_accuracy
 
-    versions = (0,)
-    bytes_sent = bytes_received = 0
-    waiting_seconds = 0.0
+    started, off_clock_before = time.perf_counter(), clock.off_seconds
+    losses, corrects = [], []
+    for _ in range(steps):
+        exchange.before_step()
+        loss, correct = replica.train_step(*next(batches))
+        losses.append(loss)
+        corrects.append(correct)
+        exchange.after_step()
+    seconds = time.perf_counter() - started - (clock.off_seconds - off_clock_before)
+    examples = steps * batch_size
+    train_loss, train_accuracy = mean_loss_and_accuracy(losses, corrects, examples)
+    return {"epoch": epoch_number, "train_loss": train_loss, "train_accuracy": train_accuracy, "examples": examples,
+            "seconds": seconds}
+
+
+def describe_worker_epoch(row: dict[str, Any], epochs: int) -> str:
+    """A worker's progress line, e.g. ``epoch 2/5: loss 0.1234 accuracy 0.9600 1.5 s 1300 samples/s``."""
+    return (f"epoch {row['epoch']}/{epochs}: loss {row['train_loss']:.4f} accuracy {row['train_accuracy']:.4f} "
+            f"{row['seconds']:.1f} s {row['examples'] / row['seconds']:.0f} samples/s")
+
+
+class TrainingClock:
+    """Seconds of training since ``start``, less the time spent off the clock (the ceiling's snapshots)."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.off_seconds = 0.0
+
+    def start(self) -> None:
+        self.started = time.perf_counter()
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.started - self.off_seconds
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        paused_at = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.off_seconds += time.perf_counter() - paused_at
+
+
+class ServerExchange:
+    """The worker's side of the parameter server, as in the paper's client: every ``n_fetch`` steps it replaces its
+    parameters with the server's, every ``n_push`` steps it pushes the gradient accumulated since. Both run
+    asynchronously: a push is on the wire while the next steps compute, and a fetch requested at step s is applied
+    at step s + n_fetch (or later, if it is still on the way)."""
+
+    def __init__(self, job: dict[str, Any], rank: int, spec: RunSpec, replica: Replica) -> None:
+        from training.strategies.parameter_server.client import BackgroundClient, ParameterClient
+
+        def connect() -> ParameterClient:
+            return ParameterClient(job["addresses"], [tuple(bound) for bound in job["bounds"]],
+                                   bytes.fromhex(job["secret"]), worker=rank, timeout_seconds=job["timeout_seconds"])
+
+        self.rank, self.spec, self.replica = rank, spec, replica
+        self.wait_for_version = job["wait_for_version"]
+        self.client = BackgroundClient(connect)
+        self.steps = self.unpushed = 0
+        self.fetch_pending = False
+
+    def join(self) -> int:
+        """Start from the server's parameters (after worker 0's warm start, if told to wait for it); returns the
+        server version joined at."""
+        self.replica.set_parameters(self.client.fetch_now())
+        if self.wait_for_version:  # warm start: worker 0 trains alone until the server reached this version
+            print(f"[downpour] worker {self.rank} waits for the warm start ({self.wait_for_version} pushes)",
+                  flush=True)
+            while self.client.versions[0] < self.wait_for_version:
+                time.sleep(0.2)
+                self.replica.set_parameters(self.client.fetch_now())
+        return self.client.versions[0]
+
+    def before_step(self) -> None:
+        """Every n_fetch steps: apply the fetch that has arrived, and request the next one."""
+        if self.steps % self.spec.n_fetch:
+            return
+        if self.fetch_pending and (fetched := self.client.take_fetched()) is not None:
+            self.replica.apply_fetched(fetched)
+            self.fetch_pending = False
+        if not self.fetch_pending:
+            self.replica.remember_parameters()
+            self.client.request_fetch()
+            self.fetch_pending = True
+
+    def after_step(self) -> None:
+        self.steps += 1
+        self.unpushed += 1
+        if self.unpushed == self.spec.n_push:
+            self._push()
+
+    def _push(self) -> None:
+        self.client.push(self.replica.take_accumulated().numpy(), self.unpushed)
+        self.unpushed = 0
+
+    def finish(self) -> None:
+        """Push what the last steps accumulated."""
+        if self.unpushed:
+            self._push()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def leave_snapshots(self, path: Path) -> None:
+        pass  # the server's monitor snapshots the parameters it holds
+
+    def traffic(self) -> dict[str, Any]:
+        return {"bytes_sent": self.client.bytes_sent, "bytes_received": self.client.bytes_received,
+                "communication_seconds": self.client.waiting_seconds}
+
+
+class WorkerAlone:
+    """The ceiling's stand-in for the exchange: no server to fetch from, push to or wait for. The accumulated
+    gradient is still taken every ``n_push`` steps (the ceiling computes what a run does, then sends nothing), and
+    ``snapshot_at`` (worker 0's evaluation points: its steps, its clock) keeps the parameters for the driver to
+    evaluate after training, as it does the server's snapshots."""
+
+    def __init__(self, spec: RunSpec, replica: Replica, clock: TrainingClock, snapshot_at: dict[int, float]) -> None:
+        self.spec, self.replica, self.clock = spec, replica, clock
+        self.snapshot_at = snapshot_at  # steps since this job started → epoch position
+        self.snapshots: list[np.ndarray] = []
+        self.snapshot_clock: list[float] = []
+        self.steps = 0
+
+    def join(self) -> int:
+        return 0
+
+    def before_step(self) -> None:
+        pass
+
+    def after_step(self) -> None:
+        self.steps += 1
+        if self.steps % self.spec.n_push == 0:
+            self.replica.take_accumulated()
+        if self.steps in self.snapshot_at:
+            with self.clock.paused():
+                self.snapshot_clock.append(self.clock.seconds())
+                self.snapshots.append(self.replica.parameters().numpy())
+
+    def finish(self) -> None:
+        pass
 
     def close(self) -> None:
         pass
+
+    def leave_snapshots(self, path: Path) -> None:
+        """Write the snapshots beside the report (``SNAPSHOTS_FILE``), for the driver."""
+        if self.snapshots:
+            reached = sorted(self.snapshot_at)[:len(self.snapshots)]
+            np.savez(path, clock=np.array(self.snapshot_clock),
+                     positions=np.array([self.snapshot_at[steps] for steps in reached]),
+                     parameters=np.stack(self.snapshots))
+
+    def traffic(self) -> dict[str, Any]:
+        return {"bytes_sent": 0, "bytes_received": 0, "communication_seconds": 0.0}
+
+
+def worker_exchange(job: dict[str, Any], rank: int, spec: RunSpec, replica: Replica, clock: TrainingClock,
+                    steps_per_epoch: int) -> ServerExchange | WorkerAlone:
+    """The parameter server's exchange, or with communication off the ceiling's worker alone (worker 0 keeping
+    snapshots at its evaluation points)."""
+    from training.strategies.bookkeeping import evaluation_positions
+
+    if spec.communication:
+        return ServerExchange(job, rank, spec, replica)
+    snapshot_at = {} if rank else {steps: position for position, steps in evaluation_positions(
+        steps_per_epoch, spec.evaluations_per_epoch, job["start_epoch"], spec.epochs)}
+    return WorkerAlone(spec, replica, clock, snapshot_at)
 
 
 def wait_version(pushes: int, steps: int) -> int:

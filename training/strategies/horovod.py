@@ -9,20 +9,19 @@ ends with the same model. Lines that exist only for distribution say ``Horovod:`
 With ``communication`` off (the ceiling) the ranks still start through horovod.spark, read the same shards and
 take the same steps, but skip every ``Horovod:`` collective: plain optimizer at the one-worker learning rate, no
 broadcast, no averaged metrics; each rank evaluates its own model on its slice, and the driver adds the ranks'
-throughputs (they no longer wait for each other).
+throughputs (they no longer wait for each other). A rank chooses this once, at its start: its communication is
+``horovod_rank.RingAllReduce`` or ``horovod_rank.RanksApart``, whose methods ``train_rank`` calls either way.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import time
 from typing import TYPE_CHECKING, Any
 
 from training import sharding, storage
-from training.models.optimizers import make_optimizer
 from training.strategies import bookkeeping
 from training.strategies.base import EvaluationSet, TrainingInterruptedError, TrainingResult
 from training.strategies.input_pipeline import training_dataset
@@ -42,24 +41,20 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: EvaluationSet, run_uri: str,
-               node_cores: int) -> dict[str, Any] | None:
+               node_cores: int) -> dict[str, Any]:
     """The function every Horovod rank runs; rank 0 returns what it measured, the others their weights' digest."""
-    import horovod.tensorflow as hvd_ops  # collective operations on tensors
-    import horovod.tensorflow.keras as hvd
-    import numpy as np
     import tensorflow as tf
 
     from training.config import RunSpec
-    from training.models.model_files import save_run_model
-    from training.strategies.checkpoints import CheckpointStore
     from training.strategies.evaluation_clock import EvaluationClock
+    from training.strategies.horovod_rank import EpochRecorder, RankCheckpoints, rank_communication, rank_result
     from training.strategies.weight_average import WeightAverage
     from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
     tf.get_logger().setLevel("ERROR")  # per-step evaluation trips Keras' "slow callback" warning by design
-    hvd.init()  # Horovod: one rank per worker
-    rank, size = hvd.rank(), hvd.size()
+    communication = rank_communication(spec)  # Horovod: the ring; the ceiling: ranks apart, sending nothing
+    rank, size = communication.rank, communication.size
     configure_tensorflow_threads(threads_per_worker(spec, node_cores))
     tf.keras.utils.set_random_seed(spec.seed)
 
@@ -67,144 +62,35 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     images, labels = workload.load_shard(shards_uri, rank, size)  # Horovod: each rank reads only its own shard
     test_images, test_labels = evaluation.load(workload)
     test_images, test_labels = test_images[rank::size], test_labels[rank::size]  # Horovod: evaluate a slice
-
-    # Horovod: every rank must take the same number of steps, and a multiple of the accumulation window.
-    if spec.communication:
-        shortest_shard = int(hvd_ops.allreduce(np.array(len(labels)), op=hvd_ops.Min, name="shortest_shard"))
-    else:  # the same steps as with communication, read from the manifest instead of asked of the other ranks
-        shortest_shard = min(worker_rows(shards_uri, size))
-    steps_per_epoch = shortest_shard // spec.batch_size_per_worker
-    steps_per_epoch -= steps_per_epoch % spec.backward_passes_per_step
-    if steps_per_epoch < 1:
-        raise ValueError(f"shard of {shortest_shard} examples is smaller than one batch of "
-                         f"{spec.batch_size_per_worker} × backward_passes_per_step {spec.backward_passes_per_step}")
+    steps_per_epoch = common_steps_per_epoch(communication.shortest_shard(len(labels), shards_uri), spec)
 
     model = workload.build_model()
-    if spec.communication:
-        scaled_learning_rate = spec.learning_rate * size  # Horovod: scale the learning rate by the workers
-        optimizer = hvd.DistributedOptimizer(  # Horovod: average gradients with ring all-reduce
-            make_optimizer(spec.worker_optimizer, scaled_learning_rate),
-            compression=hvd.Compression.fp16 if spec.fp16_compression else hvd.Compression.none,
-            backward_passes_per_step=spec.backward_passes_per_step,
-            average_aggregated_gradients=True,
-        )
-    else:  # a lone rank's gradient is one batch's, not the average of size batches: the one-worker rate
-        optimizer = make_optimizer(spec.worker_optimizer, spec.learning_rate)
+    optimizer = communication.optimizer(spec)
     model.compile(optimizer=optimizer, loss=workload.make_loss(), metrics=["accuracy"])
-
     # Built before the checkpoint so a resumed run restores the average with the weights.
     weight_average = WeightAverage(model, spec.weight_average_decay) if spec.weight_average_decay else None
-    checkpoints = CheckpointStore(run_uri)
-    checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                     **({"weight_average": weight_average.state()} if weight_average else {}))
-    if spec.communication:
-        resumed_from = hvd_ops.broadcast_object(checkpoints.latest_epoch() if rank == 0 else None, root_rank=0)
-    else:  # every rank reads rank 0's checkpoints itself (shared storage); nothing is sent
-        resumed_from = checkpoints.latest_epoch()
-    previous: dict[str, Any] = {"epochs": [], "evaluations": [], "training_seconds": 0.0}
-    if resumed_from:
-        previous = checkpoints.restore(resumed_from, checkpoint)
-        if rank == 0:
-            print(f"[horovod] resuming after epoch {resumed_from} from {run_uri}/checkpoints", flush=True)
-
-    def evaluation_counts(counts: np.ndarray) -> np.ndarray:
-        if not spec.communication:
-            return counts  # the ceiling: each rank's own model on its own slice
-        return hvd_ops.allreduce(counts, op=hvd_ops.Sum, name="evaluation_counts").numpy()  # Horovod: sum slices
+    checkpoints = RankCheckpoints(run_uri, model, optimizer, weight_average)
+    resumed_from = checkpoints.restore_newest(communication)
 
     dataset = training_dataset(images, labels, spec.batch_size_per_worker, seed=spec.seed + rank,
                                augment=workload.augment_batch, augment_seed=(spec.seed, rank),
                                first_batch=resumed_from * steps_per_epoch)
-    clock = EvaluationClock(
-        test_images, test_labels,
-        evaluations_per_epoch=spec.evaluations_per_epoch,
-        steps_per_epoch=steps_per_epoch,
-        target_accuracy=spec.target_accuracy,
-        combine=evaluation_counts,
-        clock_offset_seconds=previous["training_seconds"],
-        evaluated_weights=weight_average.swapped_in if weight_average else None,
-    )
-    epochs: list[dict[str, float]] = list(previous["epochs"])
-
-    class EpochRecorder(tf.keras.callbacks.Callback):
-        """Collects the shared per-epoch metrics and checkpoints on rank 0 (after MetricAverage ran)."""
-
-        def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
-            workload.start_epoch(epoch)  # e.g. the speaker models' margin ramp
-
-        def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-            logs = logs or {}
-            ranks_counted = size if spec.communication else 1  # the ceiling: this rank's own samples
-            row = bookkeeping.epoch_row(epoch + 1, logs["loss"], logs["accuracy"], logs["val_accuracy"],
-                                        logs["epoch_seconds"],
-                                        samples=steps_per_epoch * spec.batch_size_per_worker * ranks_counted)
-            if "val_accuracy_trained_weights" in logs:
-                row["val_accuracy_trained_weights"] = float(logs["val_accuracy_trained_weights"])
-            epochs.append(row)
-            if rank == 0:
-                measuring_started = time.perf_counter()
-                with clock.weights_to_evaluate():
-                    row.update(workload.measure_epoch(self.model))
-                clock.evaluation_seconds += time.perf_counter() - measuring_started  # off the training clock
-                print(f"[horovod] {bookkeeping.describe_epoch(row, spec.epochs)}", flush=True)
-                checkpoints.save(epoch + 1, checkpoint, {
-                    "epochs": epochs,
-                    "evaluations": previous["evaluations"] + clock.evaluations,
-                    "training_seconds": clock.training_seconds(),
-                })
-
-    # The ceiling skips these: every rank starts from the same seeded weights anyway and reports its own metrics.
-    callbacks: list[tf.keras.callbacks.Callback] = []
-    if spec.communication:
-        callbacks += [
-            hvd.callbacks.BroadcastGlobalVariablesCallback(0),  # Horovod: start every rank from rank 0's state
-            hvd.callbacks.MetricAverageCallback(),  # Horovod: report metrics averaged over ranks
-        ]
-        if spec.warmup_epochs > resumed_from:
-            callbacks.append(hvd.callbacks.LearningRateWarmupCallback(  # Horovod: ramp up to the scaled rate
-                initial_lr=scaled_learning_rate, warmup_epochs=spec.warmup_epochs, steps_per_epoch=steps_per_epoch,
-                verbose=0))
-        if spec.learning_rate_decay == "cosine" and spec.epochs > spec.warmup_epochs:
-            callbacks.append(hvd.callbacks.LearningRateScheduleCallback(  # then down to 0 along a half cosine
-                initial_lr=scaled_learning_rate, multiplier=cosine_decay(spec.warmup_epochs, spec.epochs),
-                start_epoch=spec.warmup_epochs, end_epoch=spec.epochs, staircase=False,
-                steps_per_epoch=steps_per_epoch))
-    # After Horovod's broadcast (the average starts from rank 0's weights), before the evaluations that use it.
-    callbacks += [*([weight_average] if weight_average else []), clock, EpochRecorder()]
-    model.fit(dataset, epochs=spec.epochs, initial_epoch=resumed_from, steps_per_epoch=steps_per_epoch,
-              callbacks=callbacks, verbose=0)
+    clock = EvaluationClock(test_images, test_labels, evaluations_per_epoch=spec.evaluations_per_epoch,
+                            steps_per_epoch=steps_per_epoch, target_accuracy=spec.target_accuracy,
+                            combine=communication.sum_over_ranks,
+                            clock_offset_seconds=checkpoints.previous["training_seconds"],
+                            evaluated_weights=weight_average.swapped_in if weight_average else None)
+    recorder = EpochRecorder(spec, workload, rank, clock=clock, checkpoints=checkpoints, samples_per_epoch=(
+        steps_per_epoch * spec.batch_size_per_worker * communication.ranks_in_epoch_row))
+    # The average after Horovod's broadcast (it starts from rank 0's weights), before the evaluations that use it.
+    model.fit(dataset, epochs=spec.epochs, initial_epoch=resumed_from, steps_per_epoch=steps_per_epoch, verbose=0,
+              callbacks=[*communication.callbacks(spec, resumed_from, steps_per_epoch),
+                         *([weight_average] if weight_average else []), clock, recorder])
 
     if weight_average:
         weight_average.install()  # the result is the average: its digest, its saved model
-    if spec.communication:  # Horovod: each rank's normalization statistics saw its own shard; keep their average
-        for index, variable in enumerate(model.non_trainable_weights):
-            variable.assign(hvd_ops.allreduce(variable, op=hvd_ops.Average, name=f"statistics_{index}"))
-    weights_sha256 = _weights_digest(model)
-    if rank != 0:
-        if spec.communication:
-            return {"rank": rank, "weights_sha256": weights_sha256}
-        # The ceiling: the ranks ran on their own clocks, so the driver needs each one's epochs to add their rates.
-        return {"rank": rank, "weights_sha256": weights_sha256, "epochs": epochs,
-                "training_seconds": clock.training_seconds()}
-    evaluations = previous["evaluations"] + clock.evaluations
-    return {
-        "rank": 0,
-        "weights_sha256": weights_sha256,
-        "epochs": epochs,
-        "evaluations": evaluations,
-        "training_seconds": clock.training_seconds(),
-        "time_to_target_seconds": bookkeeping.time_to_target(evaluations, spec.target_accuracy),
-        "model_uri": save_run_model(run_uri, model),
-        "resumed_from_epoch": resumed_from,
-        "threads_per_worker": threads_per_worker(spec, node_cores),
-        "steps_per_epoch": steps_per_epoch,
-        "network_interface": os.environ.get("HOROVOD_GLOO_IFACE", ""),  # the one Horovod's launcher gave Gloo
-        # What the ring carried over the whole run (earlier attempts included, as Downpour counts): one all-reduce
-        # of the gradients per backward_passes_per_step steps.
-        "bytes_moved": ring_allreduce_bytes(
-            size, gradient_bytes(model, spec.fp16_compression) if spec.communication else 0,
-            spec.epochs * steps_per_epoch // spec.backward_passes_per_step),
-    }
+    communication.average_statistics(model)  # Horovod: normalization statistics from every rank's shard
+    return rank_result(spec, communication, model, recorder, steps_per_epoch, threads_per_worker(spec, node_cores))
 
 
 class HorovodStrategy:
@@ -291,6 +177,16 @@ def ring_allreduce_bytes(workers: int, payload_bytes: int, allreduces: int) -> i
     return 2 * (workers - 1) * payload_bytes * allreduces
 
 
+def common_steps_per_epoch(shortest_shard: int, spec: RunSpec) -> int:
+    """Horovod: every rank must take the same number of steps, and a multiple of the accumulation window."""
+    steps = shortest_shard // spec.batch_size_per_worker
+    steps -= steps % spec.backward_passes_per_step
+    if steps < 1:
+        raise ValueError(f"shard of {shortest_shard} examples is smaller than one batch of "
+                         f"{spec.batch_size_per_worker} × backward_passes_per_step {spec.backward_passes_per_step}")
+    return steps
+
+
 def worker_rows(shards_uri: str, workers: int) -> list[int]:
     """Each worker's training examples, from the shards manifest (a worker may hold several shards)."""
     rows = [shard["rows"] for shard in storage.require_manifest(shards_uri, sharding.DATASET_KIND)["shards"]]
@@ -325,7 +221,7 @@ def cosine_decay(start_epoch: int, end_epoch: int) -> Any:
     return multiplier
 
 
-def _weights_digest(model: Any) -> str:
+def weights_digest(model: Any) -> str:
     """A fingerprint of the final weights: synchronous training must end with the same one on every rank."""
     import hashlib
 
