@@ -9,8 +9,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# Pipeline steps, in the order a workload may chain them. Spark steps are spark-submitted as
-# training/jobs/<step>.py; the others run as ``python -m training.jobs.<step>`` in the training environment.
+# Pipeline steps, in the order a workload may chain them. Each runs its workload's job module for it
+# (WorkloadDefinition.job_module: its own, named in step_jobs, or training.jobs.<step>): Spark steps are
+# spark-submitted as that module's file, the others run as ``python -m <module>`` in the training environment.
 INGEST, AUGMENT, FEATURES, SHARD, TRAIN, EVALUATE = "ingest", "augment", "features", "shard", "train", "evaluate"
 # Speaker verification's steps after training: embeddings of every clip, then the fused system. A workload may
 # implement a step in a module of its own (WorkloadDefinition.step_jobs); these two have no generic job.
@@ -27,8 +28,10 @@ def job_module(step: str) -> str:
 
 
 def job_path(step: str) -> Path:
-    """The file spark-submit runs for a Spark step's generic job."""
-    return module_file(job_module(step))
+    """Where a step's generic job file stands in the tree, not looked up (a workload may have none for the step:
+    MNIST's augment job is its own): only a placeholder for a task whose workload is known when it runs, a study's,
+    which then submits its workload's ``job_file``."""
+    return REPO_ROOT.joinpath(*job_module(step).split(".")).with_suffix(".py")
 
 
 def module_file(module: str) -> Path:
