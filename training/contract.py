@@ -1,6 +1,6 @@
 """What the Airflow environment and the training environment agree on: step names, job entry points, the files a
-run directory holds and the dataset kinds. Standard library only — both environments import it, and a name
-changed here changes on both sides at once.
+run directory holds, the dataset kinds and the strategies' names. Standard library only — both environments import
+it, and a name changed here changes on both sides at once.
 """
 
 from __future__ import annotations
@@ -68,6 +68,10 @@ SPEECH_CLIPS = "speech-clips"
 SPEECH_FEATURES = "speech-features"
 SPEAKER_EMBEDDINGS = "speaker-embeddings"
 IMAGE_SHARDS = "image-shards"
+# Distribution strategies, by name: the ``strategy`` setting's choices. Each one declares its rules (checks, the
+# settings it reads, its communication for the cost model, the class that trains it) in training/strategies/rules.py.
+HOROVOD, DOWNPOUR, AVERAGING = "horovod", "downpour", "averaging"
+STRATEGIES = (HOROVOD, DOWNPOUR, AVERAGING)
 # Keyword-spotting feature kinds (training.audio.features computes them).
 FEATURE_KINDS = ("log_mel", "mfcc")
 
