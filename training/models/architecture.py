@@ -5,8 +5,8 @@ A Keras file that holds an architecture can hold code: a ``Lambda`` layer's func
 it whatever ``safe_mode`` says) or a ``TFOpLambda`` naming any TensorFlow op, file writes included. So a model is
 saved as weights alone (training.models.model_files) with this record beside it, and loading calls the builder the
 record names — only a function marked with :func:`recorded` (or :func:`recorded_part`), only in this package or a
-registered workload's package (training.workloads: code the user installed, not a file they were sent). A workload
-from outside the tree marks its model builder the same way. Standard library only.
+registered workload's package (training.workload_packages: code the user installed, not a file they were sent). A
+workload from outside the tree marks its model builder the same way. Standard library only.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import inspect
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from training.workload_packages import packages
 
 ATTRIBUTE = "cloudburst_architecture"  # a JSON string on the model: Keras does not track strings
 BUILDER_MARK = "__cloudburst_model_builder__"
@@ -102,9 +104,7 @@ def architecture_of(model: Any) -> dict[str, Any]:
 
 def trusted_packages() -> tuple[str, ...]:
     """Where a builder may live: this package and every registered workload's (their code is installed)."""
-    from training import workloads
-
-    return (*TRUSTED_PACKAGES, *workloads.packages())
+    return (*TRUSTED_PACKAGES, *packages())
 
 
 def _marked_function(reference: Any, mark: str) -> Callable[..., Any]:
