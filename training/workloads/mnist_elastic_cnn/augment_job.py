@@ -113,9 +113,7 @@ def _write_preview(staging: storage.Location, source: str, shape: tuple[int, int
     first_file = sorted(name for name in manifest["files"] if name.startswith("train/"))[0]
     originals = image_records.from_table(storage.read_published_parquet(source, manifest, first_file).slice(0, 8),
                                          shape)
-    png = deformation_grid(
-        originals, augmentation["seed"], augmentation["alpha"], augmentation["sigma"], columns=5
-    )
+    png = deformation_grid(originals, augmentation["seed"], augmentation["alpha"], augmentation["sigma"])
     with staging.fs.open(f"{staging.path}/preview.png", "wb") as handle:
         handle.write(png)
 

@@ -23,7 +23,8 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
 
 
 def _as_inputs(batch: image_records.ImageBatch) -> tuple[np.ndarray, np.ndarray]:
-    """uint8 (n, 28, 28) → the model's layout (n, 28, 28, 1); scaling to [0, 1] happens in the model feed."""
+    """uint8 (n, rows, columns) → the model's layout (n, rows, columns, 1); scaling to [0, 1] happens in the model
+    feed."""
     return batch.images[..., np.newaxis], batch.labels.astype(np.int32)
 
 
