@@ -13,10 +13,10 @@ import time
 from results import publish_run, recorded_as, table
 
 from training.console import configure_logging
-from training.datasets import mnist
-from training.jobs.augment import augment_dataset
 from training.jobs.shard import shard_dataset
 from training.jobs.spark_session import spark_session
+from training.workloads.mnist_elastic_cnn import VENDORED_MNIST, idx
+from training.workloads.mnist_elastic_cnn.augment_job import augment_dataset
 
 RUNS = {"bench-data-pipeline": ("make bench", [])}
 STEPS = ("ingest", "spark_start", "augment", "shard")  # the values keys, in the order the steps run
@@ -44,7 +44,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="cloudburst-bench-") as root:
         timings = {}
         started = time.perf_counter()
-        mnist.ingest(str(mnist.VENDORED_SOURCE), f"{root}/raw")
+        idx.ingest(str(VENDORED_MNIST), f"{root}/raw")
         timings["ingest"] = time.perf_counter() - started
         started = time.perf_counter()
         spark = spark_session("cloudburst-bench", args.master)

@@ -19,9 +19,9 @@ import numpy as np  # noqa: E402
 from results import publish_run, recorded_as, table  # noqa: E402
 from scipy.ndimage import gaussian_filter, map_coordinates  # noqa: E402
 
-from training.augment.elastic import DEFAULT_ALPHA, DEFAULT_SIGMA, elastic_deform  # noqa: E402
-from training.datasets import mnist  # noqa: E402
-from training.jobs.augment import DEFORM_BLOCK  # noqa: E402
+from training.workloads.mnist_elastic_cnn import DEFAULT_ALPHA, DEFAULT_SIGMA, VENDORED_MNIST, idx  # noqa: E402
+from training.workloads.mnist_elastic_cnn.augment_job import DEFORM_BLOCK  # noqa: E402
+from training.workloads.mnist_elastic_cnn.elastic import elastic_deform  # noqa: E402
 
 RUNS = {"bench-elastic-augmentation": ("make bench", [])}
 
@@ -73,7 +73,7 @@ def main() -> None:
     run = recorded_as(parser, args, RUNS)
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # one core, for both contenders
-    images = mnist.load(str(mnist.VENDORED_SOURCE))[0]["train"].images[: args.images]
+    images = idx.load(str(VENDORED_MNIST))[0]["train"].images[: args.images]
     baseline_rates, vectorised_rates = [], []
     rng = np.random.default_rng(0)
     vectorised(images[:256], 0, DEFAULT_ALPHA, DEFAULT_SIGMA)  # warm-up (smoothing matrix cache)

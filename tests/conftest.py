@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from idx_files import read_idx_head, write_idx_images, write_idx_labels, write_sha256sums
 
-from training.datasets import mnist
+from training.workloads.mnist_elastic_cnn import VENDORED_MNIST, idx
 
 SMALL_ROWS = {"train": 50, "test": 20}
 
@@ -66,7 +66,7 @@ def isolated_data_root(tmp_path_factory, monkeypatch) -> Path:
 @pytest.fixture(scope="session")
 def mnist_source() -> Path:
     """The vendored real MNIST: the four gzip IDX files and their SHA256SUMS."""
-    return mnist.VENDORED_SOURCE
+    return VENDORED_MNIST
 
 
 @pytest.fixture(scope="session")
@@ -74,8 +74,8 @@ def mnist_head(mnist_source) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """split → (images, labels): the first rows of the real MNIST (50 train, 20 test)."""
     return {
         split: (
-            read_idx_head(mnist_source / f"{mnist.FILE_STEMS[(split, 'images')]}.gz", rows),
-            read_idx_head(mnist_source / f"{mnist.FILE_STEMS[(split, 'labels')]}.gz", rows),
+            read_idx_head(mnist_source / f"{idx.FILE_STEMS[(split, 'images')]}.gz", rows),
+            read_idx_head(mnist_source / f"{idx.FILE_STEMS[(split, 'labels')]}.gz", rows),
         )
         for split, rows in SMALL_ROWS.items()
     }
@@ -87,8 +87,8 @@ def small_idx_dir(tmp_path, mnist_head) -> Path:
     directory = tmp_path / "small-mnist"
     directory.mkdir()
     for split, (images, labels) in mnist_head.items():
-        write_idx_images(directory / f"{mnist.FILE_STEMS[(split, 'images')]}.gz", images)
-        write_idx_labels(directory / f"{mnist.FILE_STEMS[(split, 'labels')]}.gz", labels)
+        write_idx_images(directory / f"{idx.FILE_STEMS[(split, 'images')]}.gz", images)
+        write_idx_labels(directory / f"{idx.FILE_STEMS[(split, 'labels')]}.gz", labels)
     write_sha256sums(directory)
     return directory
 

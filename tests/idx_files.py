@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from training.datasets.mnist import IMAGES_MAGIC, LABELS_MAGIC
+from training.workloads.mnist_elastic_cnn.idx import IMAGES_MAGIC, LABELS_MAGIC
 
 
 def idx_bytes(magic: int, dimensions: Sequence[int], payload: bytes = b"") -> bytes:

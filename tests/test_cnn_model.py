@@ -11,7 +11,7 @@ pytest.importorskip("tensorflow")
 
 
 def test_the_default_model_is_the_fast_one_and_the_deeper_one_has_the_hand_counted_parameters():
-    from training.models.cnn import simard_cnn
+    from training.workloads.mnist_elastic_cnn.model import simard_cnn
 
     # conv 3×3×1×32+32 = 320 → 26 → pool 13 → conv 3×3×32×64+64 = 18,496 → 11 → pool 5; dense 5·5·64·128+128 =
     # 204,928; logits 128·10+10 = 1,290
@@ -28,7 +28,7 @@ def test_the_default_model_is_the_fast_one_and_the_deeper_one_has_the_hand_count
 
 
 def test_batch_norm_replaces_the_convolutions_bias_with_four_statistics_a_channel():
-    from training.models.cnn import simard_cnn
+    from training.workloads.mnist_elastic_cnn.model import simard_cnn
 
     # the four convolutions lose their biases (32 + 32 + 64 + 64 = 192 fewer); each channel gets a scale and a
     # shift (trained) and a moving mean and variance (not trained): 4 · (32 + 32 + 64 + 64) = 768

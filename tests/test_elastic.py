@@ -9,7 +9,7 @@ import pytest
 from idx_files import read_idx_head
 from scipy import ndimage
 
-from training.augment import elastic
+from training.workloads.mnist_elastic_cnn import elastic
 
 COUNT = 64
 SHAPE = (28, 28)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.augment import elastic
-from training.augment.elastic_online import deform_with_fields, make_elastic_augmenter
 from training.config import RunSpec
+from training.workloads.mnist_elastic_cnn import elastic
+from training.workloads.mnist_elastic_cnn.elastic_online import deform_with_fields, make_elastic_augmenter
 
 tf = pytest.importorskip("tensorflow")
 
@@ -133,7 +133,7 @@ def test_an_affine_matrix_rotates_and_scales_about_the_centre_on_top_of_the_elas
 
 
 def test_random_rotations_and_scales_stay_within_their_bounds_and_fill_them():
-    from training.augment.elastic_online import random_affine
+    from training.workloads.mnist_elastic_cnn.elastic_online import random_affine
 
     matrices = random_affine(tf.constant(2000), tf.constant([1, 2], tf.int64), 15.0, 0.1).numpy()
     angles = np.degrees(np.arctan2(matrices[:, 1, 0], matrices[:, 0, 0]))
@@ -162,7 +162,7 @@ def test_rotation_and_scaling_apply_to_the_deformed_share_only_and_leave_its_ela
 
 
 def test_a_shift_moves_each_chosen_image_as_a_whole_within_its_bound_and_leaves_the_others():
-    from training.augment.elastic_online import random_shifts
+    from training.workloads.mnist_elastic_cnn.elastic_online import random_shifts
 
     shifts = random_shifts(tf.constant(2000), tf.constant([3, 4], tf.int64), 2.5).numpy()
     assert np.abs(shifts).max() <= 2.5 and np.abs(shifts).max() > 2.45

@@ -34,7 +34,8 @@ from idx_files import (
 
 import training
 from training import cli, storage
-from training.datasets import download, mnist
+from training.datasets import download, image_records
+from training.workloads.mnist_elastic_cnn import idx
 
 TRAIN_IMAGES = "train-images-idx3-ubyte.gz"
 TRAIN_LABELS = "train-labels-idx1-ubyte.gz"
@@ -127,7 +128,7 @@ def images_file_has_unknown_magic(directory: Path, head: dict) -> str:
 
 
 def images_are_32x32(directory: Path, head: dict) -> str:
-    replace_file(directory, TRAIN_IMAGES, idx_bytes(mnist.IMAGES_MAGIC, (50, 32, 32), bytes(50 * 32 * 32)))
+    replace_file(directory, TRAIN_IMAGES, idx_bytes(idx.IMAGES_MAGIC, (50, 32, 32), bytes(50 * 32 * 32)))
     return f"{TRAIN_IMAGES}: expected 28x28 images, found 32x32"
 
 
@@ -280,7 +281,7 @@ def test_bad_input_is_rejected_naming_the_file_and_nothing_is_published(
 ):
     expected = damage(small_idx_dir, mnist_head)
     with pytest.raises(storage.DatasetError) as raised:
-        mnist.ingest(str(small_idx_dir), str(destination))
+        idx.ingest(str(small_idx_dir), str(destination))
     assert expected in str(raised.value)
     assert_nothing_published(destination)
 
@@ -300,7 +301,7 @@ def test_cli_exits_2_logging_what_is_wrong_and_publishes_nothing(
 def test_sha256_mismatch_names_where_the_file_came_from(small_idx_dir, mnist_head, destination):
     sha256_differs_from_sha256sums(small_idx_dir, mnist_head)
     with pytest.raises(download.ChecksumError, match=f"from {re.escape(str(small_idx_dir / TRAIN_LABELS))}$"):
-        mnist.ingest(str(small_idx_dir), str(destination))
+        idx.ingest(str(small_idx_dir), str(destination))
     assert_nothing_published(destination)
 
 
@@ -308,7 +309,7 @@ def test_source_that_is_neither_directory_nor_url_is_rejected(tmp_path, destinat
     nowhere = tmp_path / "no-such-directory"
     expected = f"^{re.escape(str(nowhere))}: not a directory, nor an http"
     with pytest.raises(storage.DatasetError, match=expected):
-        mnist.ingest(str(nowhere), str(destination))
+        idx.ingest(str(nowhere), str(destination))
     assert_nothing_published(destination)
 
 
@@ -316,7 +317,7 @@ def test_source_that_is_neither_directory_nor_url_is_rejected(tmp_path, destinat
 
 
 def test_small_valid_directory_is_published_with_its_exact_rows(small_idx_dir, mnist_head, destination):
-    manifest, created = mnist.ingest(str(small_idx_dir), str(destination))
+    manifest, created = idx.ingest(str(small_idx_dir), str(destination))
     assert created
     assert [manifest["splits"][split]["rows"] for split in ("train", "validation", "test")] == [42, 8, 20]
     train_images, train_labels = mnist_head["train"]
@@ -324,7 +325,7 @@ def test_small_valid_directory_is_published_with_its_exact_rows(small_idx_dir, m
                 "validation": (train_images[42:], train_labels[42:], np.arange(42, 50)),
                 "test": (*mnist_head["test"], np.arange(20))}
     for split, (images, labels, index) in expected.items():
-        batch = mnist.read_split(str(destination), split)
+        batch = idx.read_split(str(destination), split)
         assert np.array_equal(batch.images, images)
         assert np.array_equal(batch.labels, labels)
         assert np.array_equal(batch.index, index)
@@ -335,17 +336,17 @@ def test_small_valid_directory_is_published_with_its_exact_rows(small_idx_dir, m
 
 def test_four_explicit_paths_are_accepted_in_any_order(small_idx_dir, mnist_head, destination):
     paths = [str(small_idx_dir / name) for name in (TEST_LABELS, TRAIN_IMAGES, TEST_IMAGES, TRAIN_LABELS)]
-    manifest, created = mnist.ingest(paths, str(destination))
+    manifest, created = idx.ingest(paths, str(destination))
     assert created
     assert manifest["source"] == paths
-    assert np.array_equal(mnist.read_split(str(destination), "train").labels, mnist_head["train"][1][:42])
-    assert np.array_equal(mnist.read_split(str(destination), "test").images, mnist_head["test"][0])
+    assert np.array_equal(idx.read_split(str(destination), "train").labels, mnist_head["train"][1][:42])
+    assert np.array_equal(idx.read_split(str(destination), "test").images, mnist_head["test"][0])
 
 
 def test_explicit_paths_are_validated_like_a_directory(small_idx_dir, mnist_head, destination):
     replace_file(small_idx_dir, TRAIN_IMAGES, images_bytes(mnist_head["train"][0]) + b"\x01")
-    with pytest.raises(mnist.IdxError, match=f"^{TRAIN_IMAGES}: 1 unexpected bytes after 50 images"):
-        mnist.ingest([str(small_idx_dir / name) for name in FILE_NAMES], str(destination))
+    with pytest.raises(idx.IdxError, match=f"^{TRAIN_IMAGES}: 1 unexpected bytes after 50 images"):
+        idx.ingest([str(small_idx_dir / name) for name in FILE_NAMES], str(destination))
     assert_nothing_published(destination)
 
 
@@ -361,7 +362,7 @@ def test_explicit_paths_are_validated_like_a_directory(small_idx_dir, mnist_head
 )
 def test_explicit_paths_must_be_the_four_mnist_files(paths, expected, small_idx_dir, destination):
     with pytest.raises(storage.DatasetError, match=expected):
-        mnist.ingest([str(small_idx_dir / name) for name in paths], str(destination))
+        idx.ingest([str(small_idx_dir / name) for name in paths], str(destination))
     assert_nothing_published(destination)
 
 
@@ -372,35 +373,35 @@ def test_an_explicit_path_that_is_a_fifo_is_refused_unopened(small_idx_dir, dest
     os.mkfifo(fifo)
     paths = [str(small_idx_dir / name) for name in FILE_NAMES[:3]] + [str(fifo)]
     with pytest.raises(storage.DatasetError, match=f"^{re.escape(str(fifo))}: a FIFO, not a regular file"):
-        mnist.ingest(paths, str(destination))
+        idx.ingest(paths, str(destination))
     assert_nothing_published(destination)
 
 
 def test_an_uncompressed_file_larger_than_any_mnist_file_is_refused_unread(tmp_path, mnist_head, destination,
                                                                           monkeypatch):
     source = write_small_mnist(tmp_path / "raw-files", mnist_head, train_rows=50, gz=False)
-    monkeypatch.setattr(mnist, "MAX_FILE_BYTES", 20_000)  # the small train images are 39,216 bytes
+    monkeypatch.setattr(idx, "MAX_FILE_BYTES", 20_000)  # the small train images are 39,216 bytes
     expected = f"^{re.escape(str(source / 'train-images-idx3-ubyte'))}: 39,216 bytes, more than the 20,000 a "
     with pytest.raises(storage.DatasetError, match=expected):
-        mnist.ingest(str(source), str(destination))
+        idx.ingest(str(source), str(destination))
     assert_nothing_published(destination)
 
 
 def test_sha256sums_saved_with_a_byte_order_mark_and_crlf_still_verify(small_idx_dir, destination):
     sums = small_idx_dir / "SHA256SUMS"
     sums.write_bytes(b"\xef\xbb\xbf" + sums.read_bytes().replace(b"\n", b"\r\n"))
-    assert mnist.fetch_sources(str(small_idx_dir)).keys() == set(mnist.FILE_STEMS.values())
+    assert idx.fetch_sources(str(small_idx_dir)).keys() == set(idx.FILE_STEMS.values())
     (small_idx_dir / TRAIN_IMAGES).write_bytes(gzip_bytes(images_bytes(np.zeros((50, 28, 28), np.uint8))))
     with pytest.raises(download.ChecksumError, match=f"^{TRAIN_IMAGES}: sha256 mismatch"):  # still checked
-        mnist.ingest(str(small_idx_dir), str(destination))
+        idx.ingest(str(small_idx_dir), str(destination))
     assert_nothing_published(destination)
 
 
 def test_uncompressed_idx_files_are_accepted(tmp_path, mnist_head, destination):
     source = write_small_mnist(tmp_path / "raw-files", mnist_head, train_rows=50, gz=False)
-    manifest, created = mnist.ingest(str(source), str(destination))
+    manifest, created = idx.ingest(str(source), str(destination))
     assert created
-    assert np.array_equal(mnist.read_split(str(destination), "train").images, mnist_head["train"][0][:42])
+    assert np.array_equal(idx.read_split(str(destination), "train").images, mnist_head["train"][0][:42])
 
 
 def test_sha256sums_of_the_uncompressed_content_also_verify_gzip_files(small_idx_dir, destination):
@@ -409,7 +410,7 @@ def test_sha256sums_of_the_uncompressed_content_also_verify_gzip_files(small_idx
         content = gzip.decompress((small_idx_dir / name).read_bytes())
         lines.append(f"{hashlib.sha256(content).hexdigest()}  {name[:-3]}\n")
     (small_idx_dir / "SHA256SUMS").write_text("".join(lines))
-    _, created = mnist.ingest(str(small_idx_dir), str(destination))
+    _, created = idx.ingest(str(small_idx_dir), str(destination))
     assert created
 
 
@@ -430,10 +431,10 @@ def test_cli_publishes_under_the_data_root_by_default_and_reports_a_rerun_as_a_n
 
 
 def test_second_ingest_returns_created_false_and_leaves_files_untouched(small_idx_dir, destination):
-    first, created = mnist.ingest(str(small_idx_dir), str(destination))
+    first, created = idx.ingest(str(small_idx_dir), str(destination))
     assert created
     before = files_state(destination)
-    second, created_again = mnist.ingest(str(small_idx_dir), str(destination))
+    second, created_again = idx.ingest(str(small_idx_dir), str(destination))
     assert not created_again
     assert second == first
     assert files_state(destination) == before
@@ -442,10 +443,10 @@ def test_second_ingest_returns_created_false_and_leaves_files_untouched(small_id
 
 def test_same_content_uncompressed_from_another_directory_is_a_noop(small_idx_dir, mnist_head, tmp_path,
                                                                      destination):
-    mnist.ingest(str(small_idx_dir), str(destination))
+    idx.ingest(str(small_idx_dir), str(destination))
     before = files_state(destination)
     same_content = write_small_mnist(tmp_path / "same-content", mnist_head, train_rows=50, gz=False)
-    _, created = mnist.ingest(str(same_content), str(destination))
+    _, created = idx.ingest(str(same_content), str(destination))
     assert not created
     assert files_state(destination) == before
 
@@ -453,11 +454,11 @@ def test_same_content_uncompressed_from_another_directory_is_a_noop(small_idx_di
 def test_different_source_to_an_existing_destination_is_refused_and_leaves_it_intact(
     small_idx_dir, mnist_head, tmp_path, destination
 ):
-    original, _ = mnist.ingest(str(small_idx_dir), str(destination))
+    original, _ = idx.ingest(str(small_idx_dir), str(destination))
     before = files_state(destination)
     fewer_rows = write_small_mnist(tmp_path / "fewer-rows", mnist_head, train_rows=40)
     with pytest.raises(storage.DatasetError, match="already holds a different dataset.*--overwrite"):
-        mnist.ingest(str(fewer_rows), str(destination))
+        idx.ingest(str(fewer_rows), str(destination))
     assert files_state(destination) == before
     assert storage.read_manifest(str(destination)) == original
     assert_no_staging_left(destination)
@@ -465,43 +466,43 @@ def test_different_source_to_an_existing_destination_is_refused_and_leaves_it_in
 
 def test_overwrite_replaces_the_dataset_atomically(small_idx_dir, mnist_head, tmp_path, destination,
                                                    monkeypatch):
-    original, _ = mnist.ingest(str(small_idx_dir), str(destination))
+    original, _ = idx.ingest(str(small_idx_dir), str(destination))
     fewer_rows = write_small_mnist(tmp_path / "fewer-rows", mnist_head, train_rows=40)
     seen_while_writing = []
-    write_split = mnist.write_split
+    write_split = image_records.write_split
 
     def observing_write_split(staging, split, batch, *args, **kwargs):
         seen_while_writing.append(storage.read_manifest(str(destination))["data_version"])
         return write_split(staging, split, batch, *args, **kwargs)
 
-    monkeypatch.setattr(mnist, "write_split", observing_write_split)
-    replaced, created = mnist.ingest(str(fewer_rows), str(destination), overwrite=True)
+    monkeypatch.setattr(idx, "write_split", observing_write_split)
+    replaced, created = idx.ingest(str(fewer_rows), str(destination), overwrite=True)
 
     assert created
     # While the new splits are written, the old dataset is still complete in place.
     assert seen_while_writing == [original["data_version"]] * 3  # train, validation, test
     assert replaced["data_version"] != original["data_version"]
     assert storage.read_manifest(str(destination)) == replaced
-    assert np.array_equal(mnist.read_split(str(destination), "train").labels, mnist_head["train"][1][:33])
+    assert np.array_equal(idx.read_split(str(destination), "train").labels, mnist_head["train"][1][:33])
     assert set(files_state(destination)) == {*replaced["files"], storage.MANIFEST_NAME}
     assert_no_staging_left(destination)
 
 
 def test_failed_overwrite_leaves_the_previous_dataset_intact(small_idx_dir, mnist_head, tmp_path, destination,
                                                             monkeypatch):
-    original, _ = mnist.ingest(str(small_idx_dir), str(destination))
+    original, _ = idx.ingest(str(small_idx_dir), str(destination))
     before = files_state(destination)
     fewer_rows = write_small_mnist(tmp_path / "fewer-rows", mnist_head, train_rows=40)
-    write_split = mnist.write_split
+    write_split = image_records.write_split
 
     def failing_on_test_split(staging, split, batch, *args, **kwargs):
         if split == "test":
             raise OSError("disk full")
         return write_split(staging, split, batch, *args, **kwargs)
 
-    monkeypatch.setattr(mnist, "write_split", failing_on_test_split)
+    monkeypatch.setattr(idx, "write_split", failing_on_test_split)
     with pytest.raises(OSError, match="disk full"):
-        mnist.ingest(str(fewer_rows), str(destination), overwrite=True)
+        idx.ingest(str(fewer_rows), str(destination), overwrite=True)
     assert files_state(destination) == before
     assert storage.read_manifest(str(destination)) == original
     assert_no_staging_left(destination)
@@ -519,16 +520,16 @@ class RealIngest(NamedTuple):
 @pytest.fixture(scope="module")
 def real_ingest(tmp_path_factory, mnist_source) -> RealIngest:
     destination = tmp_path_factory.mktemp("real") / "mnist"
-    manifest, created = mnist.ingest(str(mnist_source), str(destination))
+    manifest, created = idx.ingest(str(mnist_source), str(destination))
     return RealIngest(destination, manifest, created)
 
 
 def test_real_mnist_has_50000_train_10000_validation_and_10000_test_images_read_back_exactly(real_ingest,
                                                                                              mnist_source):
     assert real_ingest.created
-    train = mnist.read_split(str(real_ingest.destination), "train")
-    validation = mnist.read_split(str(real_ingest.destination), "validation")
-    test = mnist.read_split(str(real_ingest.destination), "test")
+    train = idx.read_split(str(real_ingest.destination), "train")
+    validation = idx.read_split(str(real_ingest.destination), "validation")
+    test = idx.read_split(str(real_ingest.destination), "test")
     assert (len(train), len(validation), len(test)) == (50_000, 10_000, 10_000)
     assert train.images.shape == (50_000, 28, 28) and train.images.dtype == np.uint8
     assert train.labels[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
@@ -541,7 +542,7 @@ def test_real_mnist_has_50000_train_10000_validation_and_10000_test_images_read_
 
 def test_real_mnist_manifest_records_rows_histograms_checksums_source_and_versions(real_ingest, mnist_source):
     manifest = real_ingest.manifest
-    assert manifest["kind"] == mnist.DATASET_KIND
+    assert manifest["kind"] == idx.DATASET_KIND
     assert manifest["uri"] == real_ingest.destination.as_uri()
     assert manifest["source"] == str(mnist_source)
     assert manifest["image_shape"] == [28, 28]
@@ -550,7 +551,7 @@ def test_real_mnist_manifest_records_rows_histograms_checksums_source_and_versio
         "validation": {"rows": 10_000, "class_histogram": REAL_VALIDATION_HISTOGRAM},
         "test": {"rows": 10_000, "class_histogram": REAL_TEST_HISTOGRAM},
     }
-    assert manifest["recipe"]["source_content_sha256"] == mnist.CANONICAL_CONTENT_SHA256
+    assert manifest["recipe"]["source_content_sha256"] == idx.CANONICAL_CONTENT_SHA256
     assert sorted(manifest["files"]) == ["test/part-00000.parquet"] + [
         f"train/part-{part:05d}.parquet" for part in range(5)
     ] + ["validation/part-00000.parquet"]
@@ -565,7 +566,7 @@ def test_real_mnist_manifest_records_rows_histograms_checksums_source_and_versio
 
 
 def test_real_mnist_parquet_bytes_are_reproducible(real_ingest, mnist_source, tmp_path):
-    again, _ = mnist.ingest(str(mnist_source), str(tmp_path / "again"))
+    again, _ = idx.ingest(str(mnist_source), str(tmp_path / "again"))
     assert again["files"] == real_ingest.manifest["files"]
     assert again["data_version"] == real_ingest.manifest["data_version"]
 
@@ -588,14 +589,14 @@ def tamper_with_test_labels(directory: Path) -> None:
 
 def test_url_source_ingests_the_real_mnist_verifying_served_checksums(serve, mirror, destination):
     server = serve(mirror)
-    manifest, created = mnist.ingest(server.url, str(destination))
+    manifest, created = idx.ingest(server.url, str(destination))
     assert created
     assert manifest["source"] == server.url
     assert manifest["splits"]["train"]["rows"] == 50_000 and manifest["splits"]["test"]["rows"] == 10_000
-    assert manifest["recipe"]["source_content_sha256"] == mnist.CANONICAL_CONTENT_SHA256
+    assert manifest["recipe"]["source_content_sha256"] == idx.CANONICAL_CONTENT_SHA256
     assert "/mnist/SHA256SUMS" in server.requested
     assert {f"/mnist/{name}" for name in FILE_NAMES} <= set(server.requested)
-    assert mnist.read_split(str(destination), "train").labels[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
+    assert idx.read_split(str(destination), "train").labels[:10].tolist() == [5, 0, 4, 1, 9, 2, 1, 3, 1, 4]
 
 
 def test_url_serving_a_tampered_file_is_rejected_and_nothing_published(serve, mirror, destination):
@@ -603,7 +604,7 @@ def test_url_serving_a_tampered_file_is_rejected_and_nothing_published(serve, mi
     server = serve(mirror)
     expected = f"^{TEST_LABELS}: sha256 mismatch .* from {re.escape(server.url + TEST_LABELS)}$"
     with pytest.raises(download.ChecksumError, match=expected):
-        mnist.ingest(server.url, str(destination))
+        idx.ingest(server.url, str(destination))
     assert_nothing_published(destination)
 
 
@@ -611,9 +612,9 @@ def test_url_without_sha256sums_is_checked_against_the_canonical_mnist_content(s
     (mirror / "mnist" / "SHA256SUMS").unlink()
     tamper_with_test_labels(mirror / "mnist")
     server = serve(mirror)
-    expected = mnist.CANONICAL_CONTENT_SHA256["t10k-labels-idx1-ubyte"]
+    expected = idx.CANONICAL_CONTENT_SHA256["t10k-labels-idx1-ubyte"]
     with pytest.raises(download.ChecksumError, match=f"^{TEST_LABELS}: sha256 mismatch \\(expected {expected}"):
-        mnist.ingest(server.url, str(destination))
+        idx.ingest(server.url, str(destination))
     assert_nothing_published(destination)
 
 
@@ -625,9 +626,9 @@ def test_url_mirror_compressed_differently_without_sha256sums_is_accepted_by_con
         write_file(directory / name[:-3], gzip.decompress((directory / name).read_bytes()), gz=False)
         (directory / name).unlink()
     server = serve(mirror)
-    manifest, created = mnist.ingest(server.url, str(destination))
+    manifest, created = idx.ingest(server.url, str(destination))
     assert created
-    assert manifest["recipe"]["source_content_sha256"] == mnist.CANONICAL_CONTENT_SHA256
+    assert manifest["recipe"]["source_content_sha256"] == idx.CANONICAL_CONTENT_SHA256
     assert {"/mnist/t10k-images-idx3-ubyte.gz", "/mnist/t10k-images-idx3-ubyte"} <= set(server.requested)
 
 
@@ -636,7 +637,7 @@ def test_url_missing_a_file_is_rejected_naming_it(serve, mirror, destination):
     server = serve(mirror)
     expected = f"^{re.escape(server.url)}: neither {TRAIN_LABELS} nor train-labels-idx1-ubyte found"
     with pytest.raises(storage.DatasetError, match=expected):
-        mnist.ingest(server.url, str(destination))
+        idx.ingest(server.url, str(destination))
     assert_nothing_published(destination)
 
 
@@ -646,22 +647,22 @@ def test_unreachable_url_is_reported_as_a_failed_download(destination):
         port = probe.getsockname()[1]
     url = f"http://127.0.0.1:{port}/mnist"
     with pytest.raises(storage.DatasetError, match=f"^{re.escape(f'{url}/{TRAIN_IMAGES}')}: download failed"):
-        mnist.ingest(url, str(destination))
+        idx.ingest(url, str(destination))
     assert_nothing_published(destination)
 
 
 def test_url_serving_a_file_larger_than_any_mnist_file_is_refused_while_downloading(serve, mirror, destination,
                                                                                       monkeypatch):
-    monkeypatch.setattr(mnist, "MAX_FILE_BYTES", 4096)
+    monkeypatch.setattr(idx, "MAX_FILE_BYTES", 4096)
     server = serve(mirror)
     expected = f"^{re.escape(server.url + TRAIN_IMAGES)}: [0-9]+ bytes, more than the 4096 allowed$"
     with pytest.raises(storage.DatasetError, match=expected):
-        mnist.ingest(server.url, str(destination))
+        idx.ingest(server.url, str(destination))
     assert_nothing_published(destination)
 
 
 def test_a_gzip_file_decompressing_beyond_any_mnist_file_is_refused(small_idx_dir, destination, monkeypatch):
-    monkeypatch.setattr(mnist, "MAX_FILE_BYTES", 20_000)  # the small train images decompress to 39,216 bytes
-    with pytest.raises(mnist.IdxError, match=f"^{TRAIN_IMAGES}: decompresses to more than 20000 bytes"):
-        mnist.ingest(str(small_idx_dir), str(destination))
+    monkeypatch.setattr(idx, "MAX_FILE_BYTES", 20_000)  # the small train images decompress to 39,216 bytes
+    with pytest.raises(idx.IdxError, match=f"^{TRAIN_IMAGES}: decompresses to more than 20000 bytes"):
+        idx.ingest(str(small_idx_dir), str(destination))
     assert_nothing_published(destination)

@@ -18,9 +18,9 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from training import storage  # noqa: E402  (after the TensorFlow skip)
-from training.models import model_files  # noqa: E402
-from training.models.cnn import simard_cnn  # noqa: E402
+from training.models import architecture, model_files  # noqa: E402
 from training.models.model_files import ModelFileError  # noqa: E402
+from training.workloads.mnist_elastic_cnn.model import simard_cnn  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:You are saving your model as an HDF5 file:UserWarning")
 
@@ -224,14 +224,14 @@ def test_an_array_header_that_claims_more_than_the_file_holds_is_refused_before_
         model_files.load_model(str(target))
 
 
-CNN = "training.models.cnn:simard_cnn"
+CNN = "training.workloads.mnist_elastic_cnn.model:simard_cnn"
 
 
 @pytest.mark.parametrize(("architecture", "reason"), [
     ({"builder": "os:system", "arguments": {}}, "not in training.models or a registered workload's package"),
     ({"builder": "builtins:eval", "arguments": {"source": "1"}}, "not in training.models"),
     ({"builder": "training.models.optimizers:make_optimizer", "arguments": {}}, "not a function marked"),
-    ({"builder": "training.models.cnn:tf", "arguments": {}}, "not a function marked"),
+    ({"builder": "training.workloads.mnist_elastic_cnn.model:tf", "arguments": {}}, "not a function marked"),
     ({"builder": "training.modelsx:simard_cnn", "arguments": {}}, "not in training.models"),
     ({"builder": "training.models.no_such_module:f", "arguments": {}}, "not a function marked"),
     ({"builder": CNN, "arguments": {"command": "touch /tmp/x"}}, "cannot be built from the recorded arguments"),
@@ -251,6 +251,20 @@ def test_an_architecture_record_names_only_marked_builders_of_installed_code(pub
     with pytest.raises(ModelFileError) as refusal:
         model_files.load_model(str(target))
     assert reason in str(refusal.value) and len(str(refusal.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("reference", sorted(architecture.MOVED_BUILDERS))
+def test_a_model_saved_before_its_builder_moved_loads_from_where_it_lives_now(published, tmp_path, reference):
+    root, model = published
+    target = copy_model(root, "first", tmp_path / "model")
+    manifest = json.loads((target / storage.MANIFEST_NAME).read_text())
+    assert manifest["architecture"]["builder"] == architecture.MOVED_BUILDERS[reference]
+    manifest["architecture"]["builder"] = reference  # as a model saved before the move recorded it
+    (target / storage.MANIFEST_NAME).write_text(json.dumps(manifest))
+    loaded = model_files.load_model(str(target))
+    assert architecture.architecture_of(loaded)["builder"] == architecture.MOVED_BUILDERS[reference]
+    for saved, rebuilt in zip(model.get_weights(), loaded.get_weights(), strict=True):
+        np.testing.assert_array_equal(saved, rebuilt)
 
 
 def test_a_model_built_outside_the_builders_cannot_be_saved(tmp_path):

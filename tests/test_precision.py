@@ -10,9 +10,9 @@ import tensorflow as tf
 from training import machine_speed
 from training.config import RunSpec
 from training.models import precision
-from training.models.cnn import simard_cnn
 from training.settings import RunSpecError
 from training.workloads import workload_for
+from training.workloads.mnist_elastic_cnn.model import simard_cnn
 
 AMX_FLAGS = "processor\t: 0\nflags\t\t: fpu sse avx512f amx_tile amx_bf16 amx_int8\n"
 NO_BF16_FLAGS = "processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_vnni\n"

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from training import VENDORED_MNIST
 from training.config import RunSpec, RunSpecError, run_name_from
+from training.workloads.mnist_elastic_cnn import VENDORED_MNIST
 
 
 @pytest.mark.parametrize(

@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 
 from training import sharding, storage
-from training.augment import elastic
-from training.datasets import mnist
+from training.datasets import image_records
 from training.datasets.image_records import ImageBatch, binary_column, pixels_of
-from training.jobs.augment import augment_dataset
 from training.jobs.shard import shard_dataset
+from training.workloads.mnist_elastic_cnn import VENDORED_MNIST, elastic, idx
+from training.workloads.mnist_elastic_cnn.augment_job import augment_dataset
 
 pytestmark = pytest.mark.spark
 
 
 def publish_mnist_slice(destination: str, train_rows: int, test_rows: int) -> dict:
     """A raw dataset holding the first rows of the real MNIST's splits, published like `cloudburst ingest`."""
-    splits = mnist.with_validation_split(mnist.load(str(mnist.VENDORED_SOURCE))[0])
+    splits = idx.with_validation_split(idx.load(str(VENDORED_MNIST))[0])
     sliced = {
         "train": ImageBatch(*(column[:train_rows] for column in vars(splits["train"]).values())),
         "validation": ImageBatch(*(column[:test_rows] for column in vars(splits["validation"]).values())),
@@ -28,14 +28,14 @@ def publish_mnist_slice(destination: str, train_rows: int, test_rows: int) -> di
 
     def write(staging: storage.Location) -> dict:
         for split, batch in sliced.items():
-            mnist.write_split(staging, split, batch, rows_per_file=max(1, len(batch) // 3))
+            image_records.write_split(staging, split, batch, rows_per_file=max(1, len(batch) // 3))
         return {
             "image_shape": [28, 28],
-            "splits": {split: {"rows": len(batch), "class_histogram": mnist.class_histogram(batch.labels)}
+            "splits": {split: {"rows": len(batch), "class_histogram": idx.class_histogram(batch.labels)}
                        for split, batch in sliced.items()},
         }
 
-    manifest, _ = storage.publish(destination, mnist.DATASET_KIND, {"slice": [train_rows, test_rows]}, write)
+    manifest, _ = storage.publish(destination, idx.DATASET_KIND, {"slice": [train_rows, test_rows]}, write)
     return manifest
 
 
@@ -59,15 +59,15 @@ def leftovers(destination: str) -> list[Path]:
 
 
 def test_augment_keeps_originals_and_adds_copies_of_training_images_only(augmented_slice, raw_slice):
-    raw_train = mnist.read_split(raw_slice, "train")
-    augmented = mnist.read_split(augmented_slice, "train")
+    raw_train = idx.read_split(raw_slice, "train")
+    augmented = idx.read_split(augmented_slice, "train")
     assert len(augmented) == 3 * len(raw_train)
     assert sorted(np.bincount(augmented.copy)) == [600, 600, 600]
     originals = augmented.copy == 0
     order = np.argsort(augmented.index[originals])
     assert np.array_equal(augmented.images[originals][order], raw_train.images)
     for split in ("validation", "test"):  # copied as they are, never augmented
-        copied, raw = mnist.read_split(augmented_slice, split), mnist.read_split(raw_slice, split)
+        copied, raw = idx.read_split(augmented_slice, split), idx.read_split(raw_slice, split)
         assert np.array_equal(copied.images[np.argsort(copied.index)], raw.images[np.argsort(raw.index)])
     manifest = storage.require_manifest(augmented_slice)
     assert manifest["splits"]["train"]["rows"] == 1800
@@ -77,8 +77,8 @@ def test_augment_keeps_originals_and_adds_copies_of_training_images_only(augment
 
 
 def test_spark_deformations_equal_the_vectorised_function_whatever_the_partitioning(augmented_slice, raw_slice):
-    raw_train = mnist.read_split(raw_slice, "train")
-    augmented = mnist.read_split(augmented_slice, "train")
+    raw_train = idx.read_split(raw_slice, "train")
+    augmented = idx.read_split(augmented_slice, "train")
     second = augmented.copy == 2
     order = np.argsort(augmented.index[second])
     expected = elastic.elastic_deform(
@@ -133,7 +133,7 @@ def test_shards_cover_every_example_exactly_once_stratified_and_readable_with_py
     assert created
     batches = [sharding.read_shard_images(destination, shard) for shard in range(3)]
     keys = [set(zip(batch.index.tolist(), batch.copy.tolist(), strict=True)) for batch in batches]
-    source = mnist.read_split(augmented_slice, "train")
+    source = idx.read_split(augmented_slice, "train")
     assert set().union(*keys) == set(zip(source.index.tolist(), source.copy.tolist(), strict=True))
     assert sum(len(batch) for batch in batches) == len(source)
     histograms = np.array([np.bincount(batch.labels, minlength=10) for batch in batches])
@@ -168,7 +168,7 @@ def test_sharding_rejects_more_shards_than_examples_and_bad_counts(spark, raw_sl
 
 def test_sharding_the_real_mnist_is_complete_disjoint_and_stratified(spark, tmp_path):
     raw = str(tmp_path / "raw")
-    mnist.ingest(str(mnist.VENDORED_SOURCE), raw)
+    idx.ingest(str(VENDORED_MNIST), raw)
     destination = str(tmp_path / "shards")
     manifest, _ = shard_dataset(spark, raw, destination, num_shards=4, seed=0)
     indices = [sharding.read_shard(destination, shard).column("index").to_numpy() for shard in range(4)]
@@ -196,12 +196,13 @@ def test_a_step_whose_dataset_is_published_starts_no_spark_and_one_with_work_doe
     from pipeline_data import prepare_datasets
 
     from training.config import RunSpec
-    from training.jobs import augment, shard
+    from training.jobs import shard
+    from training.workloads.mnist_elastic_cnn import augment_job as augment
 
     spec = RunSpec(train_limit=600, test_limit=100, augment_copies=1, workers_per_node=2, data_root=str(tmp_path))
     prepare_datasets(spark, spec)
     request.getfixturevalue("spark_forbidden")  # only now: preparing the data above needs Spark
-    with caplog.at_level("INFO", logger="training.jobs"):
+    with caplog.at_level("INFO", logger="training"):
         assert augment.run_step(spec) == storage.require_manifest(spec.augmented_uri())["uri"]
         assert shard.run_step(spec) == storage.require_manifest(spec.shards_uri())["uri"]
     assert sum("already complete, nothing to do" in record.getMessage() for record in caplog.records) == 2

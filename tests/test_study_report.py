@@ -42,7 +42,7 @@ def log_runs(plan, mlflow_client, experiment, measured=MEASURED, with_model: str
         for name, value in metrics.items():
             mlflow_client.log_metric(run.info.run_id, name, value)
         if configuration.label == with_model:  # a real (tiny) model, logged as every evaluation logs one
-            from training.models.cnn import simard_cnn
+            from training.workloads.mnist_elastic_cnn.model import simard_cnn
 
             tracking.log_model(run.info.run_id, simard_cnn(dense_units=4))
         mlflow_client.set_terminated(run.info.run_id, "FINISHED")

@@ -7,13 +7,14 @@ import numpy as np
 import pytest
 from idx_files import read_idx_head, write_idx_images, write_idx_labels
 
-from training import VENDORED_MNIST, storage
+from training import storage
 from training.config import RunSpec
-from training.datasets import image_records, mnist
+from training.datasets import image_records
+from training.workloads.mnist_elastic_cnn import VENDORED_MNIST, idx
 
 
 def test_mnist_validation_is_the_training_files_last_10000_images_disjoint_from_training(tmp_path):
-    manifest, _ = mnist.ingest(str(VENDORED_MNIST), str(tmp_path / "raw"))
+    manifest, _ = idx.ingest(str(VENDORED_MNIST), str(tmp_path / "raw"))
     assert {split: manifest["splits"][split]["rows"] for split in ("train", "validation", "test")} == {
         "train": 50_000, "validation": 10_000, "test": 10_000}
     train = image_records.read_split(str(tmp_path / "raw"), "train")
@@ -28,7 +29,7 @@ def test_mnist_validation_is_the_training_files_last_10000_images_disjoint_from_
 
 
 def test_the_limits_slice_training_then_validation_and_test_alike(tmp_path):
-    manifest, _ = mnist.ingest(str(VENDORED_MNIST), str(tmp_path / "raw"), train_limit=300, test_limit=40)
+    manifest, _ = idx.ingest(str(VENDORED_MNIST), str(tmp_path / "raw"), train_limit=300, test_limit=40)
     assert {split: manifest["splits"][split]["rows"] for split in ("train", "validation", "test")} == {
         "train": 300, "validation": 40, "test": 40}
     validation = image_records.read_split(str(tmp_path / "raw"), "validation")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from training import workloads
+from training import workload_packages, workloads
 from training.models import architecture
 
 WORKLOAD_MODULE = '''
@@ -31,7 +31,7 @@ def site(tmp_path, monkeypatch):
     folder = tmp_path / "site"
     folder.mkdir()
     monkeypatch.syspath_prepend(str(folder))
-    monkeypatch.delenv(workloads.EXTRA_WORKLOADS_VARIABLE, raising=False)
+    monkeypatch.delenv(workload_packages.EXTRA_WORKLOADS_VARIABLE, raising=False)
     workloads.registry.cache_clear()
     before = set(sys.modules)
     yield folder
@@ -46,7 +46,7 @@ def install(site: Path, distribution: str, entry_points: str, modules: dict[str,
     info = site / f"{distribution.replace('-', '_')}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[{workloads.ENTRY_POINT_GROUP}]\n{entry_points}\n")
+    (info / "entry_points.txt").write_text(f"[{workload_packages.ENTRY_POINT_GROUP}]\n{entry_points}\n")
     for module, source in modules.items():
         (site / f"{module}.py").write_text(source)
 
@@ -54,9 +54,9 @@ def install(site: Path, distribution: str, entry_points: str, modules: dict[str,
 def test_an_installed_distribution_registers_its_workload_after_the_built_ins(site, monkeypatch):
     install(site, "installed-demo", "installed_demo = installed_demo",
             {"installed_demo": WORKLOAD_MODULE.format(name="installed_demo", module="installed_demo")})
-    monkeypatch.setenv(workloads.EXTRA_WORKLOADS_VARIABLE, "toy_workload, installed_demo")
+    monkeypatch.setenv(workload_packages.EXTRA_WORKLOADS_VARIABLE, "toy_workload, installed_demo")
     # built in, then the entry point's, then the variable's; a module both installed and named counts once
-    assert workloads.packages() == (*workloads.BUILT_IN, "installed_demo", "toy_workload")
+    assert workloads.packages() == (*workload_packages.BUILT_IN, "installed_demo", "toy_workload")
     assert list(workloads.registry())[-2:] == ["installed_demo", "toy_dense"]
     assert workloads.definition("installed_demo").title == "Installed"
     # its model builders may rebuild saved models: the package is installed code, like the built-ins
@@ -104,7 +104,7 @@ def test_the_cloudburst_command_reports_a_broken_installed_workload_in_one_line(
     install(site, "installed-broken", "installed_broken = installed_broken",
             {"installed_broken": "raise RuntimeError('the author forgot a file\\nsecond line')\n"})
     environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), *sys.path])}
-    environment.pop(workloads.EXTRA_WORKLOADS_VARIABLE, None)
+    environment.pop(workload_packages.EXTRA_WORKLOADS_VARIABLE, None)
     # As the console script runs it (pyproject.toml: cloudburst = "training.command:main").
     result = subprocess.run([sys.executable, "-c", "import sys; from training.command import main; sys.exit(main())",
                              "settings"], capture_output=True, text=True, timeout=120, env=environment)

@@ -3,5 +3,4 @@
 from pathlib import Path
 
 __version__ = "0.1.0"
-REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout: default data, stores and vendored MNIST
-VENDORED_MNIST = REPO_ROOT / "data" / "mnist"
+REPO_ROOT = Path(__file__).resolve().parent.parent  # the checkout: default data and stores

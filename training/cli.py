@@ -79,9 +79,9 @@ def _synth_speech(args: argparse.Namespace) -> None:
 
 
 def _preview(args: argparse.Namespace) -> None:
-    from training.augment import elastic
-    from training.augment.preview import deformation_grid
     from training.datasets import image_records
+    from training.workloads.mnist_elastic_cnn import elastic
+    from training.workloads.mnist_elastic_cnn.preview import deformation_grid
 
     elastic.validate_parameters(args.alpha, args.sigma, seed=args.seed)
     batch = image_records.read_split(args.source, "train")

@@ -1,6 +1,6 @@
 """What the Airflow environment and the training environment agree on: step names, job entry points, the files a
-run directory holds and the dataset kinds. Standard library only — both environments import it, and a name
-changed here changes on both sides at once.
+run directory holds, the dataset kinds and the strategies' names. Standard library only — both environments import
+it, and a name changed here changes on both sides at once.
 """
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-# Pipeline steps, in the order a workload may chain them. Spark steps are spark-submitted as
-# training/jobs/<step>.py; the others run as ``python -m training.jobs.<step>`` in the training environment.
+# Pipeline steps, in the order a workload may chain them. Each runs its workload's job module for it
+# (WorkloadDefinition.job_module: its own, named in step_jobs, or training.jobs.<step>): Spark steps are
+# spark-submitted as that module's file, the others run as ``python -m <module>`` in the training environment.
 INGEST, AUGMENT, FEATURES, SHARD, TRAIN, EVALUATE = "ingest", "augment", "features", "shard", "train", "evaluate"
 # Speaker verification's steps after training: embeddings of every clip, then the fused system. A workload may
 # implement a step in a module of its own (WorkloadDefinition.step_jobs); these two have no generic job.
@@ -27,8 +28,10 @@ def job_module(step: str) -> str:
 
 
 def job_path(step: str) -> Path:
-    """The file spark-submit runs for a Spark step's generic job."""
-    return module_file(job_module(step))
+    """Where a step's generic job file stands in the tree, not looked up (a workload may have none for the step:
+    MNIST's augment job is its own): only a placeholder for a task whose workload is known when it runs, a study's,
+    which then submits its workload's ``job_file``."""
+    return REPO_ROOT.joinpath(*job_module(step).split(".")).with_suffix(".py")
 
 
 def module_file(module: str) -> Path:
@@ -65,6 +68,10 @@ SPEECH_CLIPS = "speech-clips"
 SPEECH_FEATURES = "speech-features"
 SPEAKER_EMBEDDINGS = "speaker-embeddings"
 IMAGE_SHARDS = "image-shards"
+# Distribution strategies, by name: the ``strategy`` setting's choices. Each one declares its rules (checks, the
+# settings it reads, its communication for the cost model, the class that trains it) in training/strategies/rules.py.
+HOROVOD, DOWNPOUR, AVERAGING = "horovod", "downpour", "averaging"
+STRATEGIES = (HOROVOD, DOWNPOUR, AVERAGING)
 # Keyword-spotting feature kinds (training.audio.features computes them).
 FEATURE_KINDS = ("log_mel", "mfcc")
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from training.contract import FEATURE_KINDS
-from training.strategies import rules as strategy_rules
+from training.contract import FEATURE_KINDS, STRATEGIES
+from training.contract import HOROVOD as HOROVOD_STRATEGY
 
 # Trigger-form sections, in the order the form shows them.
 DATA = "Data"
@@ -30,7 +30,6 @@ ADVANCED = "Advanced"
 SECTIONS = (DATA, AUGMENTATION, CLUSTER, TRAINING, HOROVOD, DOWNPOUR, ADVANCED)
 
 DEFAULT_WORKLOAD = "mnist_elastic_cnn"  # what a run or a study trains when none is named
-STRATEGIES = strategy_rules.NAMES  # each strategy declares its own rules there
 OPTIMIZERS = ("adagrad", "sgd", "momentum", "adam")
 LEARNING_RATE_DECAYS = ("none", "cosine")
 PRECISIONS = ("float32", "mixed_bfloat16")  # Keras dtype policies
@@ -280,7 +279,7 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
               "Training processes on each node; total workers = nodes × workers per node, and the data is cut "
               "into that many shards. Each worker gets the node's cores ÷ workers per node TensorFlow threads.",
               CLUSTER, maximum=64),
-    Setting("strategy", str, "horovod", "Strategy",
+    Setting("strategy", str, HOROVOD_STRATEGY, "Strategy",
             "How workers combine their work. horovod: synchronous ring all-reduce of gradients every step "
             "(Horovod on Spark, Gloo). downpour: asynchronous Downpour SGD, workers fetch from and push to a "
             "sharded parameter server in the Spark driver and never wait for each other. averaging: MapReduce "
@@ -414,8 +413,15 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
             "and _ . -, a letter or digit first (it names a directory, also on HDFS).", ADVANCED,
             pattern=RUN_NAME_PATTERN, pattern_help=RUN_NAME_HELP, max_length=RUN_NAME_MAX_LENGTH, metavar="NAME"),
 )
+_SHARED_BY_NAME = {entry.name: entry for entry in SHARED_SETTINGS}
+
+
+def shared_setting(name: str) -> Setting:
+    """The shared setting called ``name`` (KeyError for another); training.config.setting also knows workloads'."""
+    return _SHARED_BY_NAME[name]
+
 
 # Workload packages use these for their own settings.
 __all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD",
            "SECTIONS", "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS",
-           "Setting", "shown"]
+           "Setting", "shared_setting", "shown"]

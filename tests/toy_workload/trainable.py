@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from training import sharding, storage
-from training.datasets import image_records, mnist
+from training.datasets import image_records
 from training.models.architecture import recorded
 from training.workloads.base import Trainable
 
@@ -33,7 +33,7 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
 
     def write(staging: storage.Location) -> dict[str, Any]:
         for split, batch in splits.items():
-            mnist.write_split(staging, split, batch)
+            image_records.write_split(staging, split, batch)
         return {"image_shape": list(SHAPE), "image_dtype": "float16", "class_names": ["a", "b", "c"],
                 "splits": {split: {"rows": len(batch), "class_histogram": np.bincount(batch.labels, minlength=CLASSES)
                                    .tolist()} for split, batch in splits.items()}}

@@ -14,12 +14,17 @@ values in one batch, so every part of a dataset has the same schema.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
+if TYPE_CHECKING:
+    from training.storage import Location
+
 MAX_INT8_CLASSES = 128  # labels 0-127
 MAX_CLASSES = 32_768  # labels 0-32767 (int16)
+ROWS_PER_FILE = 10_000  # write_split's part files
 
 
 def label_type(num_classes: int | None = None) -> pa.DataType:
@@ -109,6 +114,19 @@ def from_table(table: pa.Table, shape: tuple[int, int], dtype: str = "uint8") ->
         index=table.column("index").to_numpy().astype(np.int64),
         copy=table.column("copy").to_numpy().astype(np.int16),
     )
+
+
+def write_split(staging: Location, split: str, batch: ImageBatch, rows_per_file: int = ROWS_PER_FILE) -> None:
+    """Write a split into a dataset being published as fixed-size Parquet files named by position, so the bytes are
+    reproducible."""
+    import pyarrow.parquet as pq
+
+    staging.fs.makedirs(f"{staging.path}/{split}", exist_ok=True)
+    for part, start in enumerate(range(0, max(len(batch), 1), rows_per_file)):
+        chunk = ImageBatch(*(column[start : start + rows_per_file] for column in
+                             (batch.images, batch.labels, batch.index, batch.copy)))
+        with staging.fs.open(f"{staging.path}/{split}/part-{part:05d}.parquet", "wb") as handle:
+            pq.write_table(to_table(chunk), handle)
 
 
 def require_records(dataset: str) -> dict:

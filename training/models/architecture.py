@@ -5,8 +5,8 @@ A Keras file that holds an architecture can hold code: a ``Lambda`` layer's func
 it whatever ``safe_mode`` says) or a ``TFOpLambda`` naming any TensorFlow op, file writes included. So a model is
 saved as weights alone (training.models.model_files) with this record beside it, and loading calls the builder the
 record names — only a function marked with :func:`recorded` (or :func:`recorded_part`), only in this package or a
-registered workload's package (training.workloads: code the user installed, not a file they were sent). A workload
-from outside the tree marks its model builder the same way. Standard library only.
+registered workload's package (training.workload_packages: code the user installed, not a file they were sent). A
+workload from outside the tree marks its model builder the same way. Standard library only.
 """
 
 from __future__ import annotations
@@ -18,10 +18,18 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from training.workload_packages import packages
+
 ATTRIBUTE = "cloudburst_architecture"  # a JSON string on the model: Keras does not track strings
 BUILDER_MARK = "__cloudburst_model_builder__"
 PART_MARK = "__cloudburst_model_part__"
 TRUSTED_PACKAGES = ("training.models",)  # besides every registered workload's package
+# Builders that moved: the reference a saved model recorded → where that builder lives now. A saved record is never
+# rewritten (the manifest's digests cover it), so models saved before a move load through this table; a model built
+# now records where its builder is. Only a marked builder in a trusted package is called, as for any record.
+MOVED_BUILDERS = {
+    "training.models.cnn:simard_cnn": "training.workloads.mnist_elastic_cnn.model:simard_cnn",  # the workload's own
+}
 
 
 class ArchitectureError(ValueError):
@@ -96,13 +104,13 @@ def architecture_of(model: Any) -> dict[str, Any]:
 
 def trusted_packages() -> tuple[str, ...]:
     """Where a builder may live: this package and every registered workload's (their code is installed)."""
-    from training import workloads
-
-    return (*TRUSTED_PACKAGES, *workloads.packages())
+    return (*TRUSTED_PACKAGES, *packages())
 
 
 def _marked_function(reference: Any, mark: str) -> Callable[..., Any]:
-    """The function a record names, when it lives in a trusted package and carries ``mark``."""
+    """The function a record names (where it lives now, MOVED_BUILDERS), when it lives in a trusted package and
+    carries ``mark``."""
+    reference = MOVED_BUILDERS.get(reference, reference) if isinstance(reference, str) else reference
     module_name, _, name = str(reference).partition(":")
     shown = str(reference)[:80]
     if not any(module_name == package or module_name.startswith(f"{package}.") for package in trusted_packages()):

@@ -1,9 +1,11 @@
 """Each strategy's rules, declared once: its name, what it refuses, the settings it reads, how much of a shard one
 of its steps needs, what the cost model needs to know of it, and the class that trains it.
 
-Standard library only: the run settings (``STRATEGIES``), validation and the scaling study's plan read it on the
-Airflow side; the training class is imported only where a run trains (``trainer()``). Adding a strategy is one
-``StrategyRules`` here and its class in training/strategies/<name>.py.
+Standard library only: validation (training.config) and the scaling study's plan read it on the Airflow side; the
+training class is imported only where a run trains (``trainer()``). It stands above the settings table (its checks
+raise the table's RunSpecError and read its defaults) and below the run specification. Adding a strategy is its name
+in training.contract.STRATEGIES (the ``strategy`` setting's choices), one ``StrategyRules`` here and its class in
+training/strategies/<name>.py.
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from training.contract import AVERAGING, DOWNPOUR, HOROVOD, STRATEGIES
+from training.settings import RunSpecError, shared_setting
 
 if TYPE_CHECKING:
     from training.config import RunSpec
@@ -41,8 +46,6 @@ class StrategyRules:
 
     def check(self, spec: RunSpec) -> None:
         """Refuse a run this strategy cannot train, naming the setting (RunSpecError)."""
-        from training.settings import RunSpecError
-
         if spec.weight_average_decay and not self.keeps_weight_average:
             keepers = " or ".join(rules.name for rules in RULES if rules.keeps_weight_average)
             raise RunSpecError(f"weight_average_decay={spec.weight_average_decay!r}: only the {keepers} strategy "
@@ -74,10 +77,7 @@ def _averaging_step(spec: RunSpec) -> tuple[int, str]:
 
 
 def _refuse_for_downpour(spec: RunSpec) -> None:
-    from training.config import setting
-    from training.settings import RunSpecError
-
-    if spec.worker_optimizer != setting("worker_optimizer").default:
+    if spec.worker_optimizer != shared_setting("worker_optimizer").default:
         raise RunSpecError(f"worker_optimizer={spec.worker_optimizer!r}: Downpour's workers step with "
                            f"server_optimizer (now {spec.server_optimizer!r}); set that instead")
     batch_norm = spec.definition.batch_norm
@@ -87,15 +87,17 @@ def _refuse_for_downpour(spec: RunSpec) -> None:
 
 
 RULES: tuple[StrategyRules, ...] = (
-    StrategyRules("horovod", "training.strategies.horovod:HorovodStrategy", ALL_REDUCE,
+    StrategyRules(HOROVOD, "training.strategies.horovod:HorovodStrategy", ALL_REDUCE,
                   keeps_weight_average=True, examples_per_step=_horovod_step),
-    StrategyRules("downpour", "training.strategies.downpour:DownpourStrategy", PARAMETER_SERVER,
+    StrategyRules(DOWNPOUR, "training.strategies.downpour:DownpourStrategy", PARAMETER_SERVER,
                   asynchronous=True, pushes_and_fetches=True, refuse=_refuse_for_downpour),
-    StrategyRules("averaging", "training.strategies.averaging:AveragingStrategy", ROUNDS,
+    StrategyRules(AVERAGING, "training.strategies.averaging:AveragingStrategy", ROUNDS,
                   examples_per_step=_averaging_step),
 )
 _BY_NAME = {rules.name: rules for rules in RULES}
-NAMES = tuple(_BY_NAME)
+if tuple(_BY_NAME) != STRATEGIES:
+    raise ImportError(f"training.strategies.rules declares {', '.join(_BY_NAME)}; training.contract.STRATEGIES "
+                      f"names {', '.join(STRATEGIES)}: one StrategyRules per name, in that order")
 
 
 def rules_of(name: str) -> StrategyRules:

@@ -10,7 +10,7 @@ import numpy as np
 
 from cloudburst_csv_classifier.table import SPLITS, parse_table, read_csv, split_rows
 from training import sharding, storage
-from training.datasets import image_records, mnist
+from training.datasets import image_records
 from training.models.architecture import recorded
 from training.workloads.base import Trainable
 
@@ -38,7 +38,7 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
             table.features[rows[split]][:, None, :], table.labels[rows[split]], rows[split].astype(np.int64),
             np.zeros(len(rows[split]), np.int16)) for split in SPLITS}
         for split, batch in batches.items():
-            mnist.write_split(staging, split, batch)
+            image_records.write_split(staging, split, batch)
         train = table.features[rows["train"]].astype(np.float64)
         return {"image_shape": [1, len(table.feature_names)], "image_dtype": "float32",
                 "class_names": list(table.class_names), "feature_names": list(table.feature_names),

@@ -1,7 +1,11 @@
 """MNIST elastic CNN: a Simard-style CNN on MNIST enlarged with Gaussian elastic deformations (Simard, Steinkraus &
 Platt 2003). ingest (IDX → Parquet) → augment (elastic copies) → shard → train → evaluate.
 
-Standard library only; the model and readers are in :mod:`.trainable`.
+Standard library only (the Airflow environment imports it): the definition, its settings and the numbers they and
+the heavy modules share. The rest of the workload lives beside it, each imported only where it runs: ``idx`` (the
+IDX files → Parquet), ``elastic`` (stored copies, NumPy), ``augment_job`` (the augment step, Spark), ``preview``
+(a PNG of deformations), ``elastic_online`` (on the fly, TensorFlow), ``model`` (the CNN) and ``trainable``
+(readers and the model builder for the strategies).
 """
 
 from __future__ import annotations
@@ -10,13 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from training.augment.elastic_parameters import (
-    DEFAULT_ALPHA,
-    DEFAULT_SIGMA,
-    MAX_ROTATION_DEGREES,
-    MAX_SCALE_JITTER,
-    MAX_SHIFT_PIXELS,
-)
 from training.contract import AUGMENT, EVALUATE, INGEST, REPO_ROOT, SHARD, TRAIN
 from training.settings import AUGMENTATION, DATA, TRAINING, RunSpecError, Setting, shown
 from training.workloads.base import WorkloadDefinition
@@ -25,7 +22,19 @@ if TYPE_CHECKING:
     from training.config import RunSpec
 
 NAME = "mnist_elastic_cnn"
-VENDORED_MNIST = REPO_ROOT / "data" / "mnist"
+VENDORED_MNIST = REPO_ROOT / "data" / "mnist"  # the four IDX files, gzipped, with their SHA256SUMS
+IMAGE_SHAPE = (28, 28)  # every MNIST image: rows, columns
+NUM_CLASSES = 10  # the digits 0–9
+
+# Elastic deformation (Simard et al. 2003): the defaults of alpha and sigma, for the settings and the functions.
+DEFAULT_ALPHA = 34.0  # displacement scale in pixels
+DEFAULT_SIGMA = 4.0  # the Gaussian's standard deviation in pixels
+# On the fly only: the bounds of the random rotation, scaling and shift added to the same displacement field.
+MAX_ROTATION_DEGREES = 180.0
+MAX_SCALE_JITTER = 0.5  # beyond ±50 % a digit leaves the 28 × 28 frame or shrinks to a few pixels
+# The digits sit in a 20 × 20 box centred in 28 × 28 (4 pixels to each edge): shifted by 8, a fifth of the box is
+# already outside the frame.
+MAX_SHIFT_PIXELS = 8.0
 # The limits name the dataset (raw-train<N>-test<M>): bounded, so that name is too.
 MAX_IMAGE_LIMIT = 10_000_000
 
@@ -145,6 +154,7 @@ DEFINITION = WorkloadDefinition(
             SHARD: ("mnist_shards", "x-cloudburst://datasets/mnist/shards"),
             TRAIN: ("mnist_elastic_cnn_model", "x-cloudburst://models/mnist_elastic_cnn")},
     tags=("mnist",),
+    step_jobs={AUGMENT: "training.workloads.mnist_elastic_cnn.augment_job"},
     # "full": for accuracy, not speed — the deeper CNN (two 3×3 convolutions a stage, 256 dense units) with batch
     # normalization (330,538 parameters), every batch's images deformed afresh with probability ½ (no stored
     # copies), each of those also rotated by up to ±10° and scaled by 1 ± 0.1, 70 epochs of the 50,000 training

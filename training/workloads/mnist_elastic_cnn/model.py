@@ -9,13 +9,17 @@ from __future__ import annotations
 import tensorflow as tf
 
 from training.models.architecture import recorded
+from training.workloads.mnist_elastic_cnn import IMAGE_SHAPE, NUM_CLASSES, SETTINGS
+
+_SETTING_DEFAULTS = {setting.name: setting.default for setting in SETTINGS}
 
 
 @recorded
-def simard_cnn(input_shape: tuple[int, int, int] = (28, 28, 1), num_classes: int = 10,
-               convolutions_per_stage: int = 1, dense_units: int = 128,
-               batch_norm: bool = False) -> tf.keras.Model:
-    """Conv(32, 3×3) → pool → Conv(64, 3×3) → pool → Dense(128) → logits; inputs are pixels scaled to [0, 1].
+def simard_cnn(input_shape: tuple[int, int, int] = (*IMAGE_SHAPE, 1), num_classes: int = NUM_CLASSES,
+               convolutions_per_stage: int = _SETTING_DEFAULTS["convolutions_per_stage"],
+               dense_units: int = _SETTING_DEFAULTS["dense_units"],
+               batch_norm: bool = _SETTING_DEFAULTS["batch_norm"]) -> tf.keras.Model:
+    """Conv(32, 3×3) → pool → Conv(64, 3×3) → pool → Dense(dense_units) → logits; inputs are pixels scaled to [0, 1].
 
     ``convolutions_per_stage`` > 1 stacks that many 3×3 convolutions before each pooling (the deeper model of the
     ``full`` preset); ``dense_units`` sizes the fully connected layer. ``batch_norm`` puts batch normalization

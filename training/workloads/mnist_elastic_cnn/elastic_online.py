@@ -1,7 +1,7 @@
 """Elastic deformation on the fly, inside the training input pipeline (TensorFlow): every batch is deformed afresh,
 as Simard, Steinkraus & Platt (2003) did, instead of reading the same few stored copies every epoch.
 
-The same transformation as :mod:`training.augment.elastic` (uniform(−1, 1) fields, smoothed by the same Gaussian
+The same transformation as :mod:`.elastic` (uniform(−1, 1) fields, smoothed by the same Gaussian
 matrices with scipy's 'reflect' boundary, scaled by α, bilinear resampling with zero outside), on float model inputs
 and with TensorFlow's stateless random numbers: the input pipeline seeds each batch by run seed, worker and batch
 number, so a batch's deformation never depends on which process or retry drew it.
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from training.augment.elastic import gaussian_smoothing_matrix, validate_parameters
-from training.augment.elastic_parameters import MAX_ROTATION_DEGREES, MAX_SCALE_JITTER, MAX_SHIFT_PIXELS
+from training.workloads.mnist_elastic_cnn import MAX_ROTATION_DEGREES, MAX_SCALE_JITTER, MAX_SHIFT_PIXELS
+from training.workloads.mnist_elastic_cnn.elastic import gaussian_smoothing_matrix, validate_parameters
 
 
 def deform_with_fields(images: Any, fields: Any, alpha: float, sigma: float, affine: Any = None,

@@ -6,8 +6,8 @@ import io
 
 import numpy as np
 
-from training.augment.elastic import elastic_deform
 from training.datasets.image_records import ImageBatch
+from training.workloads.mnist_elastic_cnn.elastic import elastic_deform
 
 
 def deformation_grid(originals: ImageBatch, seed: int, alpha: float, sigma: float, columns: int = 5) -> bytes:

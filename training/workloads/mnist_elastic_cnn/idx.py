@@ -1,4 +1,5 @@
-"""MNIST: validate the four IDX files, ingest them into a Parquet dataset (train, validation, test), read splits back.
+"""MNIST's IDX files: validate the four, ingest them into a Parquet dataset (train, validation, test), read splits
+back.
 
 The source may be a directory, the four file paths, or an http(s) base URL. Files may be gzip-compressed
 (``.gz``) or raw. Every file is checked (a regular file, magic, dimensions, length, labels, gzip framing) and
@@ -20,22 +21,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
-from training import VENDORED_MNIST, local_files, storage
+from training import local_files, storage
 from training.contract import MNIST_IMAGES
 from training.datasets import download
-from training.datasets.image_records import ImageBatch, from_table, to_table
+from training.datasets.image_records import ImageBatch, from_table, write_split
+from training.workloads.mnist_elastic_cnn import IMAGE_SHAPE, NUM_CLASSES
 
 log = logging.getLogger(__name__)
 
-IMAGE_SHAPE = (28, 28)
-NUM_CLASSES = 10
 # The validation split is the training file's last 1/6: 10,000 of MNIST's 60,000 (Simard et al. 2003).
 VALIDATION_SHARE_DENOMINATOR = 6
 IMAGES_MAGIC = 2051
 LABELS_MAGIC = 2049
-ROWS_PER_FILE = 10_000
 DATASET_KIND = MNIST_IMAGES
 
 # role → file stem, as published by the original MNIST site and every mirror.
@@ -52,7 +50,6 @@ CANONICAL_CONTENT_SHA256 = {
     "t10k-images-idx3-ubyte": "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
     "t10k-labels-idx1-ubyte": "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
 }
-VENDORED_SOURCE = VENDORED_MNIST
 DOWNLOAD_TIMEOUT_SECONDS = 60
 # The largest MNIST file, train-images-idx3-ubyte, is 47,040,016 bytes: no file may be read, download or decompress
 # to more.
@@ -104,7 +101,7 @@ def _header(name: str, data: bytes, expected_magic: int, dimensions: int) -> tup
 
 
 def parse_images(name: str, data: bytes) -> np.ndarray:
-    """Validate an IDX3 images file and return (n, 28, 28) uint8."""
+    """Validate an IDX3 images file and return (n, rows, columns) uint8 (IMAGE_SHAPE)."""
     count, rows, cols = _header(name, data, IMAGES_MAGIC, 3)
     if (rows, cols) != IMAGE_SHAPE:
         raise IdxError(f"{name}: expected {IMAGE_SHAPE[0]}x{IMAGE_SHAPE[1]} images, found {rows}x{cols}")
@@ -117,7 +114,7 @@ def parse_images(name: str, data: bytes) -> np.ndarray:
 
 
 def parse_labels(name: str, data: bytes) -> np.ndarray:
-    """Validate an IDX1 labels file and return (n,) int8 with values 0–9."""
+    """Validate an IDX1 labels file and return (n,) int8 with values below NUM_CLASSES."""
     (count,) = _header(name, data, LABELS_MAGIC, 1)
     expected = 8 + count
     if len(data) < expected:
@@ -127,7 +124,8 @@ def parse_labels(name: str, data: bytes) -> np.ndarray:
     labels = np.frombuffer(data, dtype=np.uint8, offset=8)
     bad = np.flatnonzero(labels >= NUM_CLASSES)
     if bad.size:
-        raise IdxError(f"{name}: label {labels[bad[0]]} at position {bad[0]} is outside 0–9 ({bad.size} such labels)")
+        raise IdxError(f"{name}: label {labels[bad[0]]} at position {bad[0]} is outside 0–{NUM_CLASSES - 1} "
+                       f"({bad.size} such labels)")
     return labels.astype(np.int8)
 
 
@@ -322,16 +320,6 @@ def load(source: str | Sequence[str]) -> tuple[dict[str, ImageBatch], dict[str, 
 
 def class_histogram(labels: np.ndarray) -> list[int]:
     return np.bincount(labels.astype(np.int64), minlength=NUM_CLASSES).tolist()
-
-
-def write_split(staging: storage.Location, split: str, batch: ImageBatch, rows_per_file: int = ROWS_PER_FILE) -> None:
-    """Write a split as fixed-size Parquet files named by position, so the bytes are reproducible."""
-    staging.fs.makedirs(f"{staging.path}/{split}", exist_ok=True)
-    for part, start in enumerate(range(0, max(len(batch), 1), rows_per_file)):
-        chunk = ImageBatch(*(column[start : start + rows_per_file] for column in
-                             (batch.images, batch.labels, batch.index, batch.copy)))
-        with staging.fs.open(f"{staging.path}/{split}/part-{part:05d}.parquet", "wb") as handle:
-            pq.write_table(to_table(chunk), handle)
 
 
 def _rows(batch: ImageBatch, rows: slice) -> ImageBatch:

@@ -13,7 +13,7 @@ import functools
 
 import numpy as np
 
-from training.augment.elastic_parameters import DEFAULT_ALPHA, DEFAULT_SIGMA
+from training.workloads.mnist_elastic_cnn import DEFAULT_ALPHA, DEFAULT_SIGMA
 
 GAUSSIAN_TRUNCATE = 4.0  # kernel radius in sigmas, as scipy.ndimage.gaussian_filter
 

@@ -1,7 +1,8 @@
-"""Spark job (step ``augment``): add ``augment_copies`` elastic deformations of every training image (originals
-kept, validation and test untouched).
+"""MNIST's Spark job (step ``augment``, named in the workload's ``step_jobs``): add ``augment_copies`` elastic
+deformations of every training image (originals kept, validation and test untouched).
 
-    spark-submit training/jobs/augment.py --workload mnist_elastic_cnn --augment-copies 1 --alpha 34 --sigma 4
+    spark-submit training/workloads/mnist_elastic_cnn/augment_job.py --workload mnist_elastic_cnn \
+        --augment-copies 1 --alpha 34 --sigma 4
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import numpy as np
 import pyarrow as pa
 
 from training import storage
-from training.augment import elastic
 from training.console import step
 from training.contract import EVALUATION_SPLITS
-from training.datasets import image_records, mnist
+from training.datasets import image_records
 from training.jobs.spark_records import SPARK_IMAGE_SCHEMA, split_statistics, write_parquet
+from training.workloads.mnist_elastic_cnn import DEFAULT_ALPHA, DEFAULT_SIGMA, NUM_CLASSES, elastic
+from training.workloads.mnist_elastic_cnn.idx import DATASET_KIND
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -64,14 +66,14 @@ def augment_dataset(
     source: str,
     destination: str,
     copies: int = 1,
-    alpha: float = elastic.DEFAULT_ALPHA,
-    sigma: float = elastic.DEFAULT_SIGMA,
+    alpha: float = DEFAULT_ALPHA,
+    sigma: float = DEFAULT_SIGMA,
     seed: int = 0,
     overwrite: bool = False,
 ) -> tuple[dict[str, Any], bool]:
     """Publish ``source`` plus ``copies`` deformations per training image at ``destination``; (manifest, created)."""
     elastic.validate_parameters(alpha, sigma, copies, seed)
-    source_manifest = storage.require_manifest(source, mnist.DATASET_KIND)
+    source_manifest = storage.require_manifest(source, DATASET_KIND)
     if source_manifest.get("augmentation"):
         raise storage.DatasetError(f"{source}: already augmented; augment the raw dataset instead")
     shape = tuple(source_manifest["image_shape"])
@@ -90,7 +92,7 @@ def augment_dataset(
                 write_parquet(spark.read.schema(SPARK_IMAGE_SCHEMA).parquet(storage.join(source, split)), staging,
                               split)
         splits = {
-            split: split_statistics(spark.read.parquet(storage.join(staging.uri, split)), mnist.NUM_CLASSES)
+            split: split_statistics(spark.read.parquet(storage.join(staging.uri, split)), NUM_CLASSES)
             for split in ("train", *EVALUATION_SPLITS)
         }
         _write_preview(staging, source, shape, augmentation)
@@ -101,20 +103,17 @@ def augment_dataset(
             "augmentation": augmentation,
         }
 
-    return storage.publish(destination, mnist.DATASET_KIND, recipe, write, overwrite=overwrite)
+    return storage.publish(destination, DATASET_KIND, recipe, write, overwrite=overwrite)
 
 
 def _write_preview(staging: storage.Location, source: str, shape: tuple[int, int], augmentation: dict) -> None:
-
-    from training.augment.preview import deformation_grid
+    from training.workloads.mnist_elastic_cnn.preview import deformation_grid
 
     manifest = storage.require_manifest(source)
     first_file = sorted(name for name in manifest["files"] if name.startswith("train/"))[0]
     originals = image_records.from_table(storage.read_published_parquet(source, manifest, first_file).slice(0, 8),
                                          shape)
-    png = deformation_grid(
-        originals, augmentation["seed"], augmentation["alpha"], augmentation["sigma"], columns=5
-    )
+    png = deformation_grid(originals, augmentation["seed"], augmentation["alpha"], augmentation["sigma"])
     with staging.fs.open(f"{staging.path}/preview.png", "wb") as handle:
         handle.write(png)
 
@@ -123,7 +122,7 @@ def run_step(spec: RunSpec, master: str | None = None, overwrite: bool = False) 
     """The pipeline step: augment the run's raw dataset; returns the published URI."""
     from training.jobs.spark_session import LazySparkSession
 
-    storage.require_manifest(spec.raw_uri(), mnist.DATASET_KIND)  # before the JVM starts
+    storage.require_manifest(spec.raw_uri(), DATASET_KIND)  # before the JVM starts
     spark = LazySparkSession("cloudburst-augment", master, spec)  # started only if there is work
     manifest, created = augment_dataset(spark, spec.raw_uri(), spec.augmented_uri(), spec.augment_copies, spec.alpha,
                                         spec.sigma, spec.seed, overwrite)
