@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from training.config import RunSpec, RunSpecError
-from training.strategies.horovod import cosine_decay
+from training.strategies.horovod_rank import cosine_decay
 
 
 def test_cosine_decay_is_one_at_the_start_half_in_the_middle_and_zero_at_the_end():

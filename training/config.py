@@ -109,6 +109,11 @@ class _RunSpecMethods:
     def definition(self) -> workloads.WorkloadDefinition:
         return workloads.definition(self.workload)
 
+    def trainable(self) -> workloads.Trainable:
+        """The trainable side of this run's workload (model builder, optimizer, readers) at its compute precision,
+        for the strategies: they ask the run, not the registry above them. Training environment only."""
+        return workloads.workload_for(self)
+
     @property
     def strategy_rules(self) -> StrategyRules:
         """What this run's strategy requires and how it trains (training.strategies.rules)."""

@@ -134,7 +134,6 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
 
     from training.config import RunSpec
     from training.strategies.input_pipeline import training_dataset
-    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
     for rank in partitions:
@@ -144,7 +143,7 @@ def _worker_round(partitions: Iterator[int], spec_mapping: dict[str, Any], shard
             tf.get_logger().setLevel("ERROR")
             for stale in [other for other in _worker_state if other[0] != key[0]]:
                 del _worker_state[stale]  # another run's model and data: free them
-            workload = workload_for(spec)
+            workload = spec.trainable()
             images, labels = workload.load_shard(shards_uri, rank, spec.total_workers)
             tf.keras.utils.set_random_seed(spec.seed)  # the driver's initial weights, for a worker sent none
             model = workload.build_model()
@@ -207,10 +206,9 @@ def train_in_rounds(spec: RunSpec, evaluation: EvaluationSet, run_uri: str, run_
     from training.models.model_files import save_run_model
     from training.strategies.checkpoints import CheckpointStore
     from training.strategies.evaluation_clock import correct_predictions
-    from training.workloads import workload_for
 
     started = time.perf_counter()
-    workload = workload_for(spec)
+    workload = spec.trainable()
     tf.keras.utils.set_random_seed(spec.seed)  # the initial weights every worker starts from
     model = workload.build_model()
     test_images, test_labels = evaluation.load(workload)

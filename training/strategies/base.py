@@ -28,7 +28,7 @@ class EvaluationSet:
     split: str = VALIDATION_SPLIT
 
     def load(self, workload: Any) -> tuple[np.ndarray, np.ndarray]:
-        """(inputs, labels) in the model's layout, from the workload ``training.workloads.workload_for`` returned."""
+        """(inputs, labels) in the model's layout, from the workload ``RunSpec.trainable()`` returned."""
         return workload.load_split(self.dataset_uri, self.split)
 
 

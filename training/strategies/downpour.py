@@ -248,12 +248,11 @@ class DownpourStrategy:
         from training.strategies.checkpoints import CheckpointStore
         from training.strategies.evaluation_clock import correct_predictions
         from training.strategies.parameter_server.server import ParameterServer
-        from training.workloads import workload_for
 
         if not spec.communication:
             return train_without_communication(spec, shards_uri, evaluation, run_uri, spark)
         started = time.perf_counter()
-        workload = workload_for(spec)
+        workload = spec.trainable()
         model = _servable_model(spec, workload)
         template = model.get_weights()
         worker_steps = steps_per_worker_epoch(shards_uri, spec)
@@ -338,10 +337,9 @@ def train_without_communication(spec: RunSpec, shards_uri: str, evaluation: Eval
     its own evaluation points (on its own clock) and saved."""
     from training.models.model_files import save_run_model
     from training.strategies.evaluation_clock import correct_predictions
-    from training.workloads import workload_for
 
     started = time.perf_counter()
-    workload = workload_for(spec)
+    workload = spec.trainable()
     model = _servable_model(spec, workload)  # the same models as with communication, so the two compare
     template = model.get_weights()
     total_steps = sum(steps_per_worker_epoch(shards_uri, spec))

@@ -73,14 +73,13 @@ def train_worker(job: dict[str, Any], rank: int, report: Report) -> dict[str, An
     from training.strategies.downpour_replica import Replica
     from training.strategies.input_pipeline import training_dataset
     from training.strategies.placement import configure_tensorflow_threads
-    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(job["spec"])
     configure_tensorflow_threads(job["threads"])
     tf.get_logger().setLevel("ERROR")
     tf.keras.utils.set_random_seed(spec.seed + rank)
 
-    workload = workload_for(spec)
+    workload = spec.trainable()
     images, labels = workload.load_shard(job["shards_uri"], rank, spec.total_workers)
     steps_per_epoch = len(labels) // spec.batch_size_per_worker
     if steps_per_epoch < 1:

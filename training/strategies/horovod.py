@@ -16,12 +16,10 @@ throughputs (they no longer wait for each other). A rank chooses this once, at i
 from __future__ import annotations
 
 import logging
-import math
 import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from training import sharding, storage
 from training.strategies import bookkeeping
 from training.strategies.base import EvaluationSet, TrainingInterruptedError, TrainingResult
 from training.strategies.input_pipeline import training_dataset
@@ -49,7 +47,6 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     from training.strategies.evaluation_clock import EvaluationClock
     from training.strategies.horovod_rank import EpochRecorder, RankCheckpoints, rank_communication, rank_result
     from training.strategies.weight_average import WeightAverage
-    from training.workloads import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
     tf.get_logger().setLevel("ERROR")  # per-step evaluation trips Keras' "slow callback" warning by design
@@ -58,7 +55,7 @@ def train_rank(spec_mapping: dict[str, Any], shards_uri: str, evaluation: Evalua
     configure_tensorflow_threads(threads_per_worker(spec, node_cores))
     tf.keras.utils.set_random_seed(spec.seed)
 
-    workload = workload_for(spec)
+    workload = spec.trainable()
     images, labels = workload.load_shard(shards_uri, rank, size)  # Horovod: each rank reads only its own shard
     test_images, test_labels = evaluation.load(workload)
     test_images, test_labels = test_images[rank::size], test_labels[rank::size]  # Horovod: evaluate a slice
@@ -162,19 +159,6 @@ class HorovodStrategy:
         )
 
 
-def gradient_bytes(model: Any, fp16_compression: bool) -> int:
-    """Bytes of one all-reduce's payload: every trainable weight's gradient, float32 or float16 compressed."""
-    import numpy as np
-
-    elements = sum(int(np.prod(variable.shape)) for variable in model.trainable_variables)
-    return elements * (2 if fp16_compression else 4)
-
-
-def ring_allreduce_bytes(workers: int, payload_bytes: int, allreduces: int) -> int:
-    """Bytes all ranks send together in ``allreduces`` ring all-reduces of ``payload_bytes``: each rank sends
-    2(N−1)/N of the payload per all-reduce (reduce-scatter, then all-gather), so N ranks send 2(N−1) payloads, each
-    byte sent once and received once. One rank sends nothing."""
-    return 2 * (workers - 1) * payload_bytes * allreduces
 
 
 def common_steps_per_epoch(shortest_shard: int, spec: RunSpec) -> int:
@@ -186,12 +170,6 @@ def common_steps_per_epoch(shortest_shard: int, spec: RunSpec) -> int:
                          f"{spec.batch_size_per_worker} × backward_passes_per_step {spec.backward_passes_per_step}")
     return steps
 
-
-def worker_rows(shards_uri: str, workers: int) -> list[int]:
-    """Each worker's training examples, from the shards manifest (a worker may hold several shards)."""
-    rows = [shard["rows"] for shard in storage.require_manifest(shards_uri, sharding.DATASET_KIND)["shards"]]
-    return [sum(rows[shard] for shard in sharding.shards_of_worker(rank, workers, len(rows)))
-            for rank in range(workers)]
 
 
 def independent_epochs(rows_per_rank: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -208,24 +186,3 @@ def independent_epochs(rows_per_rank: list[list[dict[str, Any]]]) -> list[dict[s
             bookkeeping.weighted_mean(accuracies, samples) if known else None, rows[0]["val_accuracy"],
             bookkeeping.independent_epoch_seconds(samples, seconds), sum(samples))})
     return combined
-
-
-def cosine_decay(start_epoch: int, end_epoch: int) -> Any:
-    """The multiplier of the learning rate at a (fractional) epoch: 1 at ``start_epoch``, a half cosine down to 0
-    at ``end_epoch``."""
-
-    def multiplier(epoch: float) -> float:
-        progress = min(max((epoch - start_epoch) / (end_epoch - start_epoch), 0.0), 1.0)
-        return 0.5 * (1 + math.cos(math.pi * progress))
-
-    return multiplier
-
-
-def weights_digest(model: Any) -> str:
-    """A fingerprint of the final weights: synchronous training must end with the same one on every rank."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for weights in model.get_weights():
-        digest.update(weights.tobytes())
-    return digest.hexdigest()

@@ -8,6 +8,7 @@ The communication is the ring (``RingAllReduce``: Horovod's collectives over Glo
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any
@@ -17,18 +18,12 @@ import horovod.tensorflow.keras as hvd
 import numpy as np
 import tensorflow as tf
 
+from training import sharding, storage
 from training.models.model_files import save_run_model
 from training.models.optimizers import make_optimizer
 from training.strategies import bookkeeping
 from training.strategies.checkpoints import CheckpointStore
 from training.strategies.evaluation_clock import EvaluationClock
-from training.strategies.horovod import (
-    cosine_decay,
-    gradient_bytes,
-    ring_allreduce_bytes,
-    weights_digest,
-    worker_rows,
-)
 from training.strategies.weight_average import WeightAverage
 
 if TYPE_CHECKING:
@@ -220,3 +215,46 @@ def rank_result(spec: RunSpec, communication: RingAllReduce | RanksApart, model:
         "bytes_moved": ring_allreduce_bytes(communication.size, communication.payload_bytes(model, spec),
                                             spec.epochs * steps_per_epoch // spec.backward_passes_per_step),
     }
+
+
+def gradient_bytes(model: Any, fp16_compression: bool) -> int:
+    """Bytes of one all-reduce's payload: every trainable weight's gradient, float32 or float16 compressed."""
+    import numpy as np
+
+    elements = sum(int(np.prod(variable.shape)) for variable in model.trainable_variables)
+    return elements * (2 if fp16_compression else 4)
+
+
+def ring_allreduce_bytes(workers: int, payload_bytes: int, allreduces: int) -> int:
+    """Bytes all ranks send together in ``allreduces`` ring all-reduces of ``payload_bytes``: each rank sends
+    2(N−1)/N of the payload per all-reduce (reduce-scatter, then all-gather), so N ranks send 2(N−1) payloads, each
+    byte sent once and received once. One rank sends nothing."""
+    return 2 * (workers - 1) * payload_bytes * allreduces
+
+
+def worker_rows(shards_uri: str, workers: int) -> list[int]:
+    """Each worker's training examples, from the shards manifest (a worker may hold several shards)."""
+    rows = [shard["rows"] for shard in storage.require_manifest(shards_uri, sharding.DATASET_KIND)["shards"]]
+    return [sum(rows[shard] for shard in sharding.shards_of_worker(rank, workers, len(rows)))
+            for rank in range(workers)]
+
+
+def cosine_decay(start_epoch: int, end_epoch: int) -> Any:
+    """The multiplier of the learning rate at a (fractional) epoch: 1 at ``start_epoch``, a half cosine down to 0
+    at ``end_epoch``."""
+
+    def multiplier(epoch: float) -> float:
+        progress = min(max((epoch - start_epoch) / (end_epoch - start_epoch), 0.0), 1.0)
+        return 0.5 * (1 + math.cos(math.pi * progress))
+
+    return multiplier
+
+
+def weights_digest(model: Any) -> str:
+    """A fingerprint of the final weights: synchronous training must end with the same one on every rank."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for weights in model.get_weights():
+        digest.update(weights.tobytes())
+    return digest.hexdigest()
