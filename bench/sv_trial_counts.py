@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 from results import key, publish_run, recorded_as, table
 
-from training.datasets import speech_synthesis
-from training.datasets.speech_commands import ALL_WORDS
-from training.evaluation import trials as trial_lists
+from training.speech import synthesis as speech_synthesis
+from training.speech import trials as trial_lists
+from training.speech.speech_commands import ALL_WORDS
 
 DEFAULT_SIZES = ("300x2", "300x4", "300x8", "600x2", "600x4", "600x5", "800x4", "1000x4")
 AIMS = {"same_word_targets": 1_000, "hard_non_targets": 30_000}
@@ -36,7 +36,8 @@ def trial_counts(speakers: int, repetitions: int, seed: int = 0, enrollment_utte
     clips = trial_lists.Clips(*(np.array(column, object) for column in zip(*rows, strict=True)))
     assignment = trial_lists.assign_speaker_sets(ids, family)
     evaluation = [speaker for speaker, name in assignment.items() if name == "sv_eval"]
-    # seed + 1: sv_eval's trial seed in ingestion (training.datasets.speaker_clips), so counts match the real lists
+    # seed + 1: sv_eval's trial seed in ingestion (training.workloads.speaker_verification.speaker_clips), so counts
+    # match the real lists
     counts = trial_lists.make_trials(clips, evaluation, enrollment_utterances, seed + 1,
                                      voice_keys=speech_synthesis.voice_keys()).counts()
     return {"speakers": speakers, "repetitions": repetitions, "clips": len(rows), "sv_eval_speakers": len(evaluation),

@@ -19,6 +19,7 @@ tf = pytest.importorskip("tensorflow")
 
 from training import storage  # noqa: E402  (after the TensorFlow skip)
 from training.models import model_files  # noqa: E402
+from training.models.architecture import MOVED_REFERENCES  # noqa: E402
 from training.models.cnn import simard_cnn  # noqa: E402
 from training.models.model_files import ModelFileError  # noqa: E402
 
@@ -251,6 +252,31 @@ def test_an_architecture_record_names_only_marked_builders_of_installed_code(pub
     with pytest.raises(ModelFileError) as refusal:
         model_files.load_model(str(target))
     assert reason in str(refusal.value) and len(str(refusal.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_REFERENCES))
+def test_every_moved_reference_names_the_same_marked_function_as_its_new_one(old):
+    from training.models import architecture
+
+    new = architecture.MOVED_REFERENCES[old]
+    mark = architecture.PART_MARK if old.endswith(":embedding_model") else architecture.BUILDER_MARK
+    assert old != new and architecture._marked_function(old, mark) is architecture._marked_function(new, mark)
+
+
+def test_a_model_saved_before_its_builder_moved_loads_with_the_same_weights(tmp_path):
+    """A saved model names its builder by module path: one saved under the keyword spotter's old path still loads."""
+    from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
+
+    tf.keras.utils.set_random_seed(0)
+    model = densenet_bilstm(input_shape=(20, 16), num_classes=3, block_layers=(1,), lstm_units=4)
+    model_files.save_model(str(tmp_path / "model"), model)
+    manifest = json.loads((tmp_path / "model" / storage.MANIFEST_NAME).read_text())
+    assert manifest["architecture"]["builder"] == "training.workloads.kws_densenet_bilstm.model:densenet_bilstm"
+    manifest["architecture"]["builder"] = "training.models.densenet_bilstm:densenet_bilstm"  # as saved before
+    (tmp_path / "model" / storage.MANIFEST_NAME).write_text(json.dumps(manifest))
+    loaded = model_files.load_model(str(tmp_path / "model"))
+    for saved, read in zip(model.get_weights(), loaded.get_weights(), strict=True):
+        np.testing.assert_array_equal(saved, read)
 
 
 def test_a_model_built_outside_the_builders_cannot_be_saved(tmp_path):

@@ -21,9 +21,9 @@ import psutil
 import pytest
 
 from training import storage
-from training.datasets import speech_synthesis
-from training.datasets.speech_commands import ALL_WORDS, BACKGROUND_NOISE, check_clip, which_set
-from training.datasets.speech_synthesis import (
+from training.speech import synthesis as speech_synthesis
+from training.speech.speech_commands import ALL_WORDS, BACKGROUND_NOISE, check_clip, which_set
+from training.speech.synthesis import (
     EngineNotFoundError,
     SynthesisWorkerError,
     speaker_families,

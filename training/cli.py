@@ -73,7 +73,7 @@ def _settings(args: argparse.Namespace) -> None:
 
 
 def _synth_speech(args: argparse.Namespace) -> None:
-    from training.datasets import speech_synthesis
+    from training.speech import synthesis as speech_synthesis
 
     speech_synthesis.run(args)
 
@@ -94,7 +94,7 @@ def _verify(args: argparse.Namespace) -> None:
     import json
 
     from training.evaluation.verification import bayes_threshold
-    from training.evaluation.verification_system import load_system, read_clip, verify
+    from training.workloads.speaker_verification.verification_system import load_system, read_clip, verify
 
     bayes_threshold(args.p_target)  # a bad operating point fails before anything is read
     enrollment = [read_clip(path, args.resample) for path in args.enroll]
@@ -160,7 +160,7 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     settings.add_argument("--markdown", action="store_true", help="print the reference as Markdown tables")
     settings.set_defaults(handler=_settings)
 
-    from training.datasets import speech_synthesis
+    from training.speech import synthesis as speech_synthesis
 
     engines = ", ".join(speech_synthesis.ENGINE_PROGRAMS)
     synth = commands.add_parser(

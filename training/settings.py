@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from training.contract import FEATURE_KINDS
 from training.strategies import rules as strategy_rules
 
 # Trigger-form sections, in the order the form shows them.
@@ -416,6 +415,6 @@ SHARED_SETTINGS: tuple[Setting, ...] = (
 )
 
 # Workload packages use these for their own settings.
-__all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD",
+__all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "HOROVOD",
            "SECTIONS", "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS",
            "Setting", "shown"]

@@ -2,7 +2,7 @@
 trial lists, published as one dataset so that every later step reads the same speakers and trials.
 
 Speakers go to sv_train / sv_dev / sv_eval by Speech Commands' sha1 rule on the speaker id (held-out voice families
-to sv_eval only; training.evaluation.trials). Splits:
+to sv_eval only; training.speech.trials). Splits:
 
 - ``train`` and ``test``: the sv_train speakers' clips, about one in ten of each speaker's clips in ``test`` (by the
   sha1 of its path) — the speaker classifier's training data and the held-out clips its accuracy is measured on;
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from training import storage
-from training.contract import SPEAKER_CLIPS_LAYOUT
-from training.datasets import speech_commands as layout
-from training.datasets import speech_ingest, speech_synthesis
-from training.evaluation import trials as trial_lists
+from training.speech import ingest as speech_ingest
+from training.speech import speech_commands as layout
+from training.speech import synthesis as speech_synthesis
+from training.speech import trials as trial_lists
+from training.speech.constants import SPEAKER_CLIPS_LAYOUT
 
 log = logging.getLogger(__name__)
 

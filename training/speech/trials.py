@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from training.datasets import speech_commands as layout
+from training.speech import speech_commands as layout
 
 SPEAKER_SETS = ("sv_train", "sv_dev", "sv_eval")
 CONDITIONS = ("same_word", "different_word", "hard", "all")

@@ -32,9 +32,9 @@ foreign voice: the respelled voices cover those accents); RHVoice's non-English 
 clustergen voices, and festival's only other HTS voice is the Catalan one.
 
 Each speaker also gets a vocal-tract warp (the engine's output resampled by 0.9–1.1 and read as 16 kHz again, which
-moves formants and pitch together), a tempo and pitch, and from ``training.audio.acoustics`` a room (RT60 0.1–0.9 s,
-or dry) and a microphone/channel (colour, band limits; one speaker in nine a telephone line), varied a little per
-utterance. Each utterance gets tempo/pitch jitter and intonation (the trailing punctuation), is trimmed,
+moves formants and pitch together), a tempo and pitch, and from ``training.speech.audio.acoustics`` a room (RT60
+0.1–0.9 s, or dry) and a microphone/channel (colour, band limits; one speaker in nine a telephone line), varied a
+little per utterance. Each utterance gets tempo/pitch jitter and intonation (the trailing punctuation), is trimmed,
 reverberated, placed at a random offset in the 1 s window, passed through the channel, scaled to a random peak level
 and gets a faint noise floor.
 
@@ -81,15 +81,15 @@ import numpy as np
 from scipy import signal
 
 from training import REPO_ROOT, storage
-from training.audio import acoustics
-from training.audio.acoustics import Channel, Room
-from training.contract import SPEECH_GENERATOR_VERSION
-from training.datasets.speech_commands import ALL_WORDS, BACKGROUND_NOISE, KEYWORDS, SAMPLE_RATE, which_set
+from training.speech.audio import acoustics
+from training.speech.audio.acoustics import Channel, Room
+from training.speech.constants import SPEECH_GENERATOR_VERSION
+from training.speech.speech_commands import ALL_WORDS, BACKGROUND_NOISE, KEYWORDS, SAMPLE_RATE, which_set
 from training.storage import DatasetError
 
 log = logging.getLogger(__name__)
 
-GENERATOR_VERSION = SPEECH_GENERATOR_VERSION  # bumped in training.contract
+GENERATOR_VERSION = SPEECH_GENERATOR_VERSION  # bumped in training.speech.constants
 DATASET_KIND = "speech_commands_synthetic"
 LEGACY_REPORT_NAME = "_synthesis.json"  # what marked a complete corpus before they went through storage.publish
 # One speaker's (or background noise's) work; the slowest, a festival HTS speaker of all 35 words with two
@@ -151,7 +151,7 @@ class Voice:
     package: str = ""  # the Debian package with its data, for error messages ("" when the engine's own)
     encoding: str = "utf-8"  # what festival's foreign voices read (Latin-1, Latin-2)
     # The recorded person a voice is made from, where engines share one (DONORS): their voices sound alike although
-    # their families differ, so speaker verification's "hard" trials pair them (training.evaluation.trials).
+    # their families differ, so speaker verification's "hard" trials pair them (training.speech.trials).
     donor: str = ""
 
     @property
@@ -1296,7 +1296,7 @@ def speaker_families(corpus: dict[str, Any] | str | Path) -> dict[str, str]:
 def _readme(recipe: dict[str, Any]) -> str:
     return (
         "Synthetic Speech Commands corpus, generated offline by Cloudburst "
-        "(training/datasets/speech_synthesis.py).\n"
+        "(training/speech/synthesis.py).\n"
         f"Recipe: {json.dumps(recipe, sort_keys=True)}\n"
         "Voices are TTS engines (espeak-ng, espeak, MBROLA, Pico, festival, flite, RHVoice) in many voice families, "
         "English and foreign-accented, with per-speaker variants, a vocal-tract warp, a room and a microphone/"
