@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from training.speech import trials as trial_lists
     from training.speech.audio.features import compute_features
-    from training.speech.synthesis import default_corpus_dir, synthesize_corpus
+    from training.speech.synthesis.corpus import default_corpus_dir, synthesize_corpus
     from training.workloads.speaker_verification import report as sv
     from training.workloads.speaker_verification.speaker_embedding import embedding_model, parameter_count
 

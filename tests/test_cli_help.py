@@ -13,7 +13,7 @@ from training.config import SETTINGS, RunSpec, workload_settings
 from training.contract import STEPS
 from training.settings import SECTIONS
 from training.settings_reference import markdown
-from training.speech.synthesis import ENGINE_PROGRAMS
+from training.speech.synthesis.engines import ENGINE_PROGRAMS
 
 COMMANDS = (*STEPS, "settings", "synth-speech", "preview", "verify", "advise")
 

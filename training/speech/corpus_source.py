@@ -22,7 +22,7 @@ SYNTHETIC_REPETITIONS = 2  # utterances of each keyword per synthetic speaker
 def synthetic_corpus_dir(data_root: str, speakers: int, seed: int) -> Path:
     """Where the synthetic corpus for a data root lives: beside the datasets when they are local files (so tests
     and other roots stay apart), else under the checkout's var/ (the TTS engines write local files)."""
-    from training.speech.synthesis import default_corpus_dir
+    from training.speech.synthesis.corpus import default_corpus_dir
 
     default = default_corpus_dir(speakers, SYNTHETIC_REPETITIONS, seed)
     if data_root.startswith("file://"):
@@ -35,7 +35,7 @@ def corpus_source(spec: RunSpec) -> str:
     source = spec.resolved_data_source()
     if source != SYNTHETIC_SOURCE:
         return source
-    from training.speech.synthesis import synthesize_corpus
+    from training.speech.synthesis.corpus import synthesize_corpus
 
     corpus = synthetic_corpus_dir(spec.resolved_data_root(), spec.speakers, spec.seed)
     report = synthesize_corpus(corpus, speakers=spec.speakers, repetitions=SYNTHETIC_REPETITIONS, seed=spec.seed)

@@ -313,7 +313,7 @@ def _read_split_lists(root: Path, source: str, scan: Scan) -> None:
 
 def _voice_families(root: Path, max_file_bytes: int) -> dict[str, str]:
     """Speaker → voice family, from a synthetic corpus' manifest; {} for a corpus without one (real speech)."""
-    from training.speech import synthesis as speech_synthesis
+    from training.speech.synthesis import corpus as synthetic_corpus
 
     manifest_file = root / storage.MANIFEST_NAME
     if not os.path.lexists(manifest_file):
@@ -323,10 +323,10 @@ def _voice_families(root: Path, max_file_bytes: int) -> dict[str, str]:
     except ValueError as error:  # not a regular file, or not JSON: a stray file, not one of our corpora
         log.warning("%s: ignoring %s (%s)", root, storage.MANIFEST_NAME, _reason(error, manifest_file))
         return {}
-    if not isinstance(manifest, dict) or manifest.get("kind") != speech_synthesis.DATASET_KIND:
+    if not isinstance(manifest, dict) or manifest.get("kind") != synthetic_corpus.DATASET_KIND:
         return {}
     try:
-        families = speech_synthesis.speaker_families(manifest)
+        families = synthetic_corpus.speaker_families(manifest)
     except (KeyError, TypeError, AttributeError) as error:
         raise storage.DatasetError(f"{root}: its {storage.MANIFEST_NAME} lists speaker voices without a speaker or "
                                    f"family ({type(error).__name__}: {error})") from None

@@ -30,8 +30,8 @@ def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> di
     """EER of the fused system on sv_eval trials made with each other number of enrollment utterances (the same
     fusion, the evaluation list's own seed; a choice some speaker has too few clips for is left out)."""
     from training.evaluation import verification
-    from training.speech import synthesis as speech_synthesis
     from training.speech import trials as trial_lists
+    from training.speech.synthesis.voices import voice_keys
     from training.workloads.speaker_verification import report as sv
 
     sets = {speaker for speaker in inputs.evaluation.enrollment}
@@ -44,7 +44,7 @@ def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> di
             continue
         try:
             trials = trial_lists.make_trials(inputs.clips, sorted(sets), utterances, inputs.evaluation.seed,
-                                             voice_keys=speech_synthesis.voice_keys())
+                                             voice_keys=voice_keys())
         except trial_lists.TrialError as error:
             log.info("no sweep point for %d enrollment utterances: %s", utterances, error)
             continue

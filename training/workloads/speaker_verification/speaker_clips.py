@@ -29,9 +29,9 @@ import numpy as np
 from training import storage
 from training.speech import ingest as speech_ingest
 from training.speech import speech_commands as layout
-from training.speech import synthesis as speech_synthesis
 from training.speech import trials as trial_lists
 from training.speech.constants import SPEAKER_CLIPS_LAYOUT
+from training.speech.synthesis import voices as synthetic_voices
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: 
                               word=np.array([row[1] for row in corpus], object),
                               family=np.array([families[row[2]] for row in corpus], object),
                               digest=np.array([trial_lists.pcm_digest(row[3]) for row in corpus], object))
-    voice_keys = speech_synthesis.voice_keys()
+    voice_keys = synthetic_voices.voice_keys()
     trials = {set_name: trial_lists.make_trials(clips, [s for s, name in assignment.items() if name == set_name],
                                                 enrollment_utterances, seed + number, voice_keys=voice_keys)
               for number, set_name in enumerate(TRIAL_SETS)}
