@@ -62,7 +62,7 @@ def measure(spec: Any) -> dict[str, float]:
 def figures(metrics: dict[str, float], held_out: str) -> dict[str, float | None]:
     """The bench's columns from an evaluated run's metrics; ``worst_held_out``: the lowest accuracy of any one
     voice family of the held-out engines or families (the target is for every family)."""
-    from training.datasets.speech_ingest import is_held_out
+    from training.speech.ingest import is_held_out
 
     prefix = "test_accuracy_family_"
     held_out_names = tuple(name for name in held_out.split(",") if name)
@@ -129,8 +129,8 @@ def result_tables(results: dict[str, Any]) -> tuple[dict, dict]:
 
 
 def main() -> None:
-    from training.augment.spectrogram import ONLINE_AUGMENTATIONS
     from training.config import RunSpec
+    from training.speech.augment.spectrogram import ONLINE_AUGMENTATIONS
     from training.workloads.kws_densenet_bilstm import ONLINE_AUGMENTATION_FULL_SET
 
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,

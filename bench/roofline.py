@@ -84,18 +84,18 @@ def model_parts(spec: Any) -> tuple[Any, Any, Any, tuple[int, ...], str]:
         workload = trainable(spec)
         return (workload.build_model, tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                 workload.augment_batch, (28, 28, 1), "uint8")
-    from training.audio.features import feature_shape
+    from training.speech.audio.features import feature_shape
 
     shape = feature_shape(spec.features)
     if spec.workload == "kws_densenet_bilstm":
-        from training.augment.spectrogram import make_augmenter, parse_augmentations
-        from training.models.densenet_bilstm import densenet_bilstm
+        from training.speech.augment.spectrogram import make_augmenter, parse_augmentations
+        from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
 
         return (lambda: densenet_bilstm(shape, spec.kws_task),
                 tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                 make_augmenter(parse_augmentations(spec.online_augmentation), spec.features), shape, "float16")
-    from training.models.angular_margin import AdditiveAngularMarginLoss
-    from training.models.speaker_embedding import densenet_bilstm_embedder, tdnn_embedder
+    from training.workloads.speaker_verification.angular_margin import AdditiveAngularMarginLoss
+    from training.workloads.speaker_verification.speaker_embedding import densenet_bilstm_embedder, tdnn_embedder
 
     build = densenet_bilstm_embedder if spec.embedding_model == "model_a" else tdnn_embedder
     return (lambda: build(shape, num_speakers=DEMO_SPEAKER_CLASSES), AdditiveAngularMarginLoss(), None, shape,

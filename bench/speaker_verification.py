@@ -5,7 +5,7 @@ bootstrap intervals over speakers.
 What it runs (plain Keras on both cores, outside the pipeline, with the pipeline's models, trial lists, scoring,
 fusion and transfer helpers — training/workloads/speaker_verification/ runs the same through every strategy):
 1. the synthetic corpus (≥ 300 speakers, every word said ``--repetitions`` times), read and checked like ingestion;
-2. speakers split into sv_train / sv_dev / sv_eval by Speech Commands' sha1 rule (training.evaluation.trials);
+2. speakers split into sv_train / sv_dev / sv_eval by Speech Commands' sha1 rule (training.speech.trials);
 3. log-mel and MFCC maps of every clip; A and B trained as speaker classifiers on sv_train with the additive
    angular margin softmax (scale 30, margin ramped 0 → 0.2);
 4. embeddings of every clip; trials on sv_dev (fusion/calibration training) and sv_eval (reported): same word,
@@ -41,8 +41,8 @@ METRICS = ("eer", "eer_ci_low", "eer_ci_high", "min_dcf_p01", "min_dcf_p05", "ac
 def read_corpus(root: Path) -> dict[str, Any]:
     """Every clip of a synthetic corpus, checked as ingestion checks it: PCM (n, 16000) int16 and, per clip, its
     speaker, word, voice family and the sha1 of its samples."""
-    from training.datasets import speech_ingest
-    from training.datasets.speech_commands import speaker_of
+    from training.speech import ingest as speech_ingest
+    from training.speech.speech_commands import speaker_of
 
     scan = speech_ingest.scan_corpus(root, resample=False, source=str(root))
     if scan.skipped:
@@ -69,7 +69,7 @@ class DevEqualErrorRate:
 
     def __call__(self, model: Any) -> float:
         from training.evaluation import scoring, verification
-        from training.models.speaker_embedding import embedding_model
+        from training.workloads.speaker_verification.speaker_embedding import embedding_model
 
         embeddings = np.zeros((int(self.rows.max()) + 1, model.get_layer("embedding").units), np.float32)
         embeddings[self.rows] = embedding_model(model).predict(self.features, batch_size=256, verbose=0)
@@ -88,7 +88,7 @@ def fit(model: Any, features: np.ndarray, labels: np.ndarray, epochs: int, batch
     accuracy, wall seconds and development EER."""
     import tensorflow as tf
 
-    from training.models.angular_margin import AdditiveAngularMarginLoss, ramped_margin
+    from training.workloads.speaker_verification.angular_margin import AdditiveAngularMarginLoss, ramped_margin
 
     loss = loss or AdditiveAngularMarginLoss(margin=0.0)
     model.compile(optimizer=tf.keras.optimizers.Adam(learning_rate), loss=loss,
@@ -109,7 +109,7 @@ def fit(model: Any, features: np.ndarray, labels: np.ndarray, epochs: int, batch
 def build_embedder(kind: str, input_shape: tuple[int, ...], speakers: int, seed: int) -> Any:
     import tensorflow as tf
 
-    from training.models.speaker_embedding import densenet_bilstm_embedder, tdnn_embedder
+    from training.workloads.speaker_verification.speaker_embedding import densenet_bilstm_embedder, tdnn_embedder
 
     tf.keras.utils.set_random_seed(seed)
     build = densenet_bilstm_embedder if kind == "log_mel" else tdnn_embedder
@@ -124,8 +124,8 @@ def transfer_comparison(features: np.ndarray, labels: np.ndarray, words: np.ndar
     epochs and seconds of each to reach the from-scratch model's final development EER."""
     import tensorflow as tf
 
-    from training.models.densenet_bilstm import densenet_bilstm
-    from training.models.speaker_embedding import freeze_trunk, transfer_trunk
+    from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
+    from training.workloads.speaker_verification.speaker_embedding import freeze_trunk, transfer_trunk
 
     word_names = sorted(set(words))
     word_labels = np.array([word_names.index(word) for word in words], np.int32)
@@ -231,11 +231,11 @@ def main(argv: list[str] | None = None) -> None:
 
     import tensorflow as tf
 
-    from training.audio.features import compute_features
-    from training.datasets.speech_synthesis import default_corpus_dir, synthesize_corpus
-    from training.evaluation import speaker_verification as sv
-    from training.evaluation import trials as trial_lists
-    from training.models.speaker_embedding import embedding_model, parameter_count
+    from training.speech import trials as trial_lists
+    from training.speech.audio.features import compute_features
+    from training.speech.synthesis.corpus import default_corpus_dir, synthesize_corpus
+    from training.workloads.speaker_verification import report as sv
+    from training.workloads.speaker_verification.speaker_embedding import embedding_model, parameter_count
 
     started = time.perf_counter()
     corpus_dir = default_corpus_dir(args.speakers, args.repetitions, args.seed)
@@ -308,8 +308,8 @@ def save_verification_system(args: argparse.Namespace, report: Any, embedders: d
                              cohort_speakers: list[str]) -> None:
     """The measured system (both embedders, their sv_train cohorts, the logistic fusion) for `cloudburst verify`."""
     from training.evaluation import scoring
-    from training.evaluation import speaker_verification as sv
-    from training.evaluation.verification_system import VerificationSystem, save_system
+    from training.workloads.speaker_verification import report as sv
+    from training.workloads.speaker_verification.verification_system import VerificationSystem, save_system
 
     fusion = report.fusion[sv.FUSION]
     system = VerificationSystem(

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 from results import key, publish_run, recorded_as, table
 
-from training.datasets import speech_synthesis
-from training.datasets.speech_commands import ALL_WORDS
-from training.evaluation import trials as trial_lists
+from training.speech import trials as trial_lists
+from training.speech.speech_commands import ALL_WORDS
+from training.speech.synthesis.speakers import speaker_ids, utterance_plan
+from training.speech.synthesis.voices import speaker_voice, voice_keys
 
 DEFAULT_SIZES = ("300x2", "300x4", "300x8", "600x2", "600x4", "600x5", "800x4", "1000x4")
 AIMS = {"same_word_targets": 1_000, "hard_non_targets": 30_000}
@@ -28,17 +29,18 @@ RUNS = {"bench-sv-trials": ("make bench-sv-trials", [])}
 
 def trial_counts(speakers: int, repetitions: int, seed: int = 0, enrollment_utterances: int = 3) -> dict[str, int]:
     """sv_eval's speakers, clips per speaker and targets/non-targets per condition for one corpus size."""
-    ids = speech_synthesis.speaker_ids(seed, speakers)
-    family = {speaker: speech_synthesis.speaker_voice(number).family for number, speaker in enumerate(ids)}
-    plan = speech_synthesis.utterance_plan(ALL_WORDS, repetitions)
+    ids = speaker_ids(seed, speakers)
+    family = {speaker: speaker_voice(number).family for number, speaker in enumerate(ids)}
+    plan = utterance_plan(ALL_WORDS, repetitions)
     rows = [(speaker, word, family[speaker], hashlib.sha1(f"{speaker}/{word}/{take}".encode()).hexdigest())
             for speaker in ids for word, take in plan]
     clips = trial_lists.Clips(*(np.array(column, object) for column in zip(*rows, strict=True)))
     assignment = trial_lists.assign_speaker_sets(ids, family)
     evaluation = [speaker for speaker, name in assignment.items() if name == "sv_eval"]
-    # seed + 1: sv_eval's trial seed in ingestion (training.datasets.speaker_clips), so counts match the real lists
+    # seed + 1: sv_eval's trial seed in ingestion (training.workloads.speaker_verification.speaker_clips), so counts
+    # match the real lists
     counts = trial_lists.make_trials(clips, evaluation, enrollment_utterances, seed + 1,
-                                     voice_keys=speech_synthesis.voice_keys()).counts()
+                                     voice_keys=voice_keys()).counts()
     return {"speakers": speakers, "repetitions": repetitions, "clips": len(rows), "sv_eval_speakers": len(evaluation),
             "same_word_targets": counts["same_word"]["targets"], "hard_non_targets": counts["hard"]["non_targets"],
             "different_word_targets": counts["different_word"]["targets"],

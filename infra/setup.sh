@@ -52,7 +52,7 @@ install_debian_packages() {
   wanted+=(iproute2 util-linux curl)
   # STORE=postgres and its tests: a PostgreSQL cluster of the checkout's own (infra/postgres.sh).
   wanted+=(postgresql)
-  # Offline TTS engines and voices for the synthetic Speech Commands corpus (training/datasets/speech_synthesis.py,
+  # Offline TTS engines and voices for the synthetic Speech Commands corpus (training/speech/synthesis/,
   # whose docstring says which voices are used and why others are not): English and foreign-accented families.
   wanted+=(espeak-ng espeak flite sox libttspico-utils librhvoice5 rhvoice-english)
   wanted+=(mbrola mbrola-en1 mbrola-us1 mbrola-us2 mbrola-de1 mbrola-de2 mbrola-de5 mbrola-fr1 mbrola-fr4 mbrola-it3

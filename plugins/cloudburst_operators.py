@@ -24,7 +24,15 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from training import storage, workloads
 from training.config import RunSpec, RunSpecError, run_name_from, shard_rows
-from training.contract import EVALUATE, EVALUATION_FILE, IMAGE_SHARDS, REPO_ROOT, RUN_SPEC_FILE, job_path
+from training.contract import (
+    EVALUATE,
+    EVALUATION_FILE,
+    IMAGE_SHARDS,
+    REPO_ROOT,
+    RUN_SPEC_FILE,
+    WORKLOAD_OWNED_STEPS,
+    job_path,
+)
 from training.jobs.spark_session import DRIVER_JAVA_OPTIONS, check_cluster_configuration
 
 
@@ -112,8 +120,10 @@ class CloudburstSparkJobOperator(SparkSubmitOperator):
     def __init__(self, *, step: str, workload: str = "", branch: str = "", conn_id: str = "spark_default",
                  settings: dict[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(
-            # the run's workload decides at execute (a study's task learns it from its settings)
-            application=str(workloads.definition(workload).job_file(step) if workload else job_path(step)),
+            # the run's workload decides at execute (a study's task learns it from its settings; a step only
+            # workloads implement, such as features, has no file until then)
+            application=str(workloads.definition(workload).job_file(step) if workload
+                            else "" if step in WORKLOAD_OWNED_STEPS else job_path(step)),
             conn_id=conn_id,
             name=f"cloudburst-{step}",
             driver_memory=os.environ.get("CLOUDBURST_SPARK_DRIVER_MEMORY", "2g"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.audio import acoustics
-from training.audio.acoustics import Channel, PeakingFilter, Room
+from training.speech.audio import acoustics
+from training.speech.audio.acoustics import Channel, PeakingFilter, Room
 
 RATE = 16_000
 

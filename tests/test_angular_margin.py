@@ -9,7 +9,7 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from training.models.angular_margin import (  # noqa: E402  (after the TensorFlow skip)
+from training.workloads.speaker_verification.angular_margin import (  # noqa: E402  (after the TensorFlow skip)
     AdditiveAngularMarginLoss,
     CosineLogits,
     ramped_margin,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy import fft
 
-from training.audio import features
-from training.augment import audio
+from training.speech.audio import features
+from training.speech.augment import audio
 
 RATE = 16_000
 SAMPLES = 16_000

@@ -11,9 +11,9 @@ import pytest
 from training import cli, workloads
 from training.config import SETTINGS, RunSpec, workload_settings
 from training.contract import STEPS
-from training.datasets.speech_synthesis import ENGINE_PROGRAMS
 from training.settings import SECTIONS
 from training.settings_reference import markdown
+from training.speech.synthesis.engines import ENGINE_PROGRAMS
 
 COMMANDS = (*STEPS, "settings", "synth-speech", "preview", "verify", "advise")
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from training.audio import features
 from training.models import model_files
-from training.models.densenet_bilstm import densenet_bilstm
+from training.speech.audio import features
+from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
 
 RATE = 16_000
 PAPER_PARAMETERS = 223_000  # Zeng & Xiao 2019, trainable parameters

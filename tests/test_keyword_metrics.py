@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from training.evaluation.keywords import accuracy_by_group, false_accepts, keyword_labels
+from training.workloads.kws_densenet_bilstm.metrics import accuracy_by_group, false_accepts, keyword_labels
 
 CLASSES = ["_silence_", "_unknown_", "yes", "no"]
 

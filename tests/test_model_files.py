@@ -253,18 +253,41 @@ def test_an_architecture_record_names_only_marked_builders_of_installed_code(pub
     assert reason in str(refusal.value) and len(str(refusal.value).splitlines()) == 1
 
 
-@pytest.mark.parametrize("reference", sorted(architecture.MOVED_BUILDERS))
+@pytest.mark.parametrize("reference", ["training.models.cnn:simard_cnn"])  # the published fixture's builder
 def test_a_model_saved_before_its_builder_moved_loads_from_where_it_lives_now(published, tmp_path, reference):
     root, model = published
     target = copy_model(root, "first", tmp_path / "model")
     manifest = json.loads((target / storage.MANIFEST_NAME).read_text())
-    assert manifest["architecture"]["builder"] == architecture.MOVED_BUILDERS[reference]
+    assert manifest["architecture"]["builder"] == architecture.MOVED_REFERENCES[reference]
     manifest["architecture"]["builder"] = reference  # as a model saved before the move recorded it
     (target / storage.MANIFEST_NAME).write_text(json.dumps(manifest))
     loaded = model_files.load_model(str(target))
-    assert architecture.architecture_of(loaded)["builder"] == architecture.MOVED_BUILDERS[reference]
+    assert architecture.architecture_of(loaded)["builder"] == architecture.MOVED_REFERENCES[reference]
     for saved, rebuilt in zip(model.get_weights(), loaded.get_weights(), strict=True):
         np.testing.assert_array_equal(saved, rebuilt)
+
+
+@pytest.mark.parametrize("old", sorted(architecture.MOVED_REFERENCES))
+def test_every_moved_reference_names_the_same_marked_function_as_its_new_one(old):
+    new = architecture.MOVED_REFERENCES[old]
+    mark = architecture.PART_MARK if old.endswith(":embedding_model") else architecture.BUILDER_MARK
+    assert old != new and architecture._marked_function(old, mark) is architecture._marked_function(new, mark)
+
+
+def test_a_model_saved_before_its_builder_moved_loads_with_the_same_weights(tmp_path):
+    """A saved model names its builder by module path: one saved under the keyword spotter's old path still loads."""
+    from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
+
+    tf.keras.utils.set_random_seed(0)
+    model = densenet_bilstm(input_shape=(20, 16), num_classes=3, block_layers=(1,), lstm_units=4)
+    model_files.save_model(str(tmp_path / "model"), model)
+    manifest = json.loads((tmp_path / "model" / storage.MANIFEST_NAME).read_text())
+    assert manifest["architecture"]["builder"] == "training.workloads.kws_densenet_bilstm.model:densenet_bilstm"
+    manifest["architecture"]["builder"] = "training.models.densenet_bilstm:densenet_bilstm"  # as saved before
+    (tmp_path / "model" / storage.MANIFEST_NAME).write_text(json.dumps(manifest))
+    loaded = model_files.load_model(str(tmp_path / "model"))
+    for saved, read in zip(model.get_weights(), loaded.get_weights(), strict=True):
+        np.testing.assert_array_equal(saved, read)
 
 
 def test_a_model_built_outside_the_builders_cannot_be_saved(tmp_path):

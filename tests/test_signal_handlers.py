@@ -21,7 +21,7 @@ import pytest
 
 from training import REPO_ROOT
 from training.config import RunSpec
-from training.datasets.speech_synthesis import synthesize_corpus
+from training.speech.synthesis.corpus import synthesize_corpus
 from training.strategies import horovod as horovod_strategy
 from training.strategies.signal_handlers import STOP_SIGNALS, restored_signal_handlers
 

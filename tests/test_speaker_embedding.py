@@ -8,10 +8,10 @@ import pytest
 
 tf = pytest.importorskip("tensorflow")
 
-from training.audio import features  # noqa: E402  (after the TensorFlow skip)
-from training.models.angular_margin import AdditiveAngularMarginLoss  # noqa: E402
-from training.models.densenet_bilstm import densenet_bilstm  # noqa: E402
-from training.models.speaker_embedding import (  # noqa: E402
+from training.speech.audio import features  # noqa: E402  (after the TensorFlow skip)
+from training.workloads.kws_densenet_bilstm.model import densenet_bilstm  # noqa: E402
+from training.workloads.speaker_verification.angular_margin import AdditiveAngularMarginLoss  # noqa: E402
+from training.workloads.speaker_verification.speaker_embedding import (  # noqa: E402
     EMBEDDING_DIM,
     LOG_MEL_SHAPE,
     MFCC_SHAPE,

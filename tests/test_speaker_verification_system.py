@@ -1,4 +1,4 @@
-"""The verification system from embeddings to metrics (training.evaluation.speaker_verification): scores against
+"""The verification system from embeddings to metrics (training.workloads.speaker_verification.report): scores against
 hand-computed cosines and S-norm, fusion trained on development trials only, and fusion of two systems with
 independent errors beating each of them."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from training.evaluation import scoring
-from training.evaluation import speaker_verification as sv
-from training.evaluation.trials import CONDITIONS, Clips, make_trials
+from training.speech.trials import CONDITIONS, Clips, make_trials
+from training.workloads.speaker_verification import report as sv
 
 WORDS = ("yes", "no", "up", "down", "left", "right")
 
@@ -132,7 +132,7 @@ def test_p_target_names_have_no_dots():
 
 
 def small_trials():
-    from training.evaluation.trials import Clips, make_trials
+    from training.speech.trials import Clips, make_trials
 
     speakers = [f"{number:08x}" for number in range(4) for _ in range(5)]
     words = ["yes", "no", "up", "down", "left"] * 4
@@ -144,7 +144,7 @@ def small_trials():
 
 def test_raw_cosine_eer_is_zero_for_separated_speakers_one_half_for_identical_embeddings_and_matches_by_hand():
     from training.evaluation import verification
-    from training.evaluation.speaker_verification import raw_cosine_eer
+    from training.workloads.speaker_verification.report import raw_cosine_eer
 
     trials = small_trials()
     assert set(trials.label[trials.condition("all")]) == {0, 1}

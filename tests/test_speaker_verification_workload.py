@@ -17,8 +17,9 @@ from wav_files import wav_bytes
 
 from training import storage
 from training.config import RunSpec, RunSpecError
-from training.datasets import speaker_clips, speech_ingest
-from training.evaluation import trials as trial_lists
+from training.speech import ingest as speech_ingest
+from training.speech import trials as trial_lists
+from training.workloads.speaker_verification import speaker_clips
 
 WORDS = ("yes", "no", "up")
 CLIPS_PER_SPEAKER = 6  # two takes of each word
@@ -212,9 +213,9 @@ def test_each_branch_has_its_own_features_shards_and_run_directory_and_whole_run
 
 
 def test_the_trainable_classifies_the_training_speakers_and_ramps_the_margin_of_its_one_loss(corpus, tmp_path):
-    from training.models.angular_margin import AdditiveAngularMarginLoss, ramped_margin
     from training.workloads import workload_for
     from training.workloads.speaker_verification import trainable
+    from training.workloads.speaker_verification.angular_margin import AdditiveAngularMarginLoss, ramped_margin
 
     spec = RunSpec(workload="speaker_verification", data_source=str(corpus), data_root=str(tmp_path / "root"))
     manifest, created = trainable.ingest(spec)
@@ -248,10 +249,10 @@ def test_the_trainable_needs_an_embedding_model():
 @pytest.mark.spark
 def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_once(spark, corpus, tmp_path):
     from training.contract import EVALUATION_FILE, RESULT_FILE
-    from training.jobs.features import features_dataset
     from training.jobs.shard import shard_dataset
     from training.jobs.train import train_run
-    from training.workloads.speaker_verification import evaluate, fuse, score, trainable
+    from training.speech.features_job import features_dataset
+    from training.workloads.speaker_verification import evaluate_trials, fuse, score, trainable
 
     spec = RunSpec(workload="speaker_verification", strategy="averaging", nodes=1, workers_per_node=2, epochs=1,
                    batch_size_per_worker=8, rounds_per_epoch=1, evaluations_per_epoch=1, bootstrap_resamples=20,
@@ -284,7 +285,7 @@ def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_on
     assert score.run_step(spec) == spec.run_uri()  # both published already: nothing to do
     system_uri = fuse.run_step(spec)
     assert storage.read_manifest(system_uri) is not None
-    evaluation = evaluate.evaluate_run(spec)
+    evaluation = evaluate_trials.evaluate_run(spec)
     assert {"eer", "eer_logistic_fusion_all", "min_dcf"} <= set(evaluation["metrics"])
     assert all(np.isfinite(evaluation["metrics"][name]) for name in ("eer", "eer_logistic_fusion_all", "min_dcf"))
     # After one epoch accepting nothing may be cheapest at a low P_target: that operating point's threshold is +inf.
@@ -295,19 +296,19 @@ def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_on
     assert evaluation["system_uri"] == system_uri
     recorded = storage.read_json(storage.join(spec.run_uri(), EVALUATION_FILE))
     assert json.loads(json.dumps(evaluation)) == recorded
-    assert evaluate.evaluate_run(spec) == recorded  # a second call returns the same record
-    summary = evaluate.summary(spec, recorded)
+    assert evaluate_trials.evaluate_run(spec) == recorded  # a second call returns the same record
+    summary = evaluate_trials.summary(spec, recorded)
     assert "logistic fusion" in summary and system_uri in summary and recorded["mlflow_run_id"] in summary
     for facts in recorded["models"].values():  # the training clock and the wall time, each named as what it is
         assert 0 < facts["training_seconds"] < facts["wall_seconds"]
         assert f"training {facts['training_seconds']:.0f} s ({facts['wall_seconds']:.0f} s wall" in summary
-    assert evaluate.evaluate_run(spec.for_branch("model_a")) == recorded  # from a branch's spec too
+    assert evaluate_trials.evaluate_run(spec.for_branch("model_a")) == recorded  # from a branch's spec too
 
 
 def prepare_branch(spark, spec: RunSpec, model: str) -> RunSpec:
     """Ingest, then one model's features and shards (no augmented copies): its branch spec, ready to train."""
-    from training.jobs.features import features_dataset
     from training.jobs.shard import shard_dataset
+    from training.speech.features_job import features_dataset
     from training.workloads.speaker_verification import trainable
 
     trainable.ingest(spec)
@@ -383,7 +384,7 @@ def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_f
         spark, corpus, tmp_path):
     from training.jobs.train import train_run, training_stages
     from training.models.model_files import load_run_model
-    from training.models.speaker_embedding import trunk_units
+    from training.workloads.speaker_verification.speaker_embedding import trunk_units
 
     spec = RunSpec(workload="speaker_verification", strategy="averaging", nodes=1, workers_per_node=2, epochs=2,
                    batch_size_per_worker=8, rounds_per_epoch=1, evaluations_per_epoch=1, transfer_from="auto",

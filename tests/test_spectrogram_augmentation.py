@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from training.augment import spectrogram
-from training.augment.spectrogram import ONLINE_AUGMENTATIONS, make_augmenter, parse_augmentations
+from training.speech.augment import spectrogram
+from training.speech.augment.spectrogram import ONLINE_AUGMENTATIONS, make_augmenter, parse_augmentations
 
 tf = pytest.importorskip("tensorflow")
 

@@ -14,8 +14,8 @@ import pytest
 from wav_files import wav_bytes
 
 from training import storage
-from training.datasets import speech_commands
-from training.datasets.speech_commands import (
+from training.speech import speech_commands
+from training.speech.speech_commands import (
     ArchiveError,
     ArchiveLimits,
     InvalidClipError,

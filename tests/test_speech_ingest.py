@@ -18,9 +18,9 @@ import pytest
 from wav_files import wav_bytes
 
 from training import storage
-from training.datasets import speech_commands as layout
-from training.datasets import speech_ingest
-from training.datasets.speech_commands import OPEN_SET_WORDS
+from training.speech import ingest as speech_ingest
+from training.speech import speech_commands as layout
+from training.speech.speech_commands import OPEN_SET_WORDS
 
 SPEAKERS = ["0a7c2a8d", "1b2c3d4e", "8b775397", "9f8e7d6c", "c0ffee00", "deadbeef"]
 
@@ -452,13 +452,13 @@ FAMILIES = {"0a7c2a8d": "espeak-ng/en-us", "1b2c3d4e": "espeak-ng/en-us", "8b775
 
 def corpus_with_families(root: Path, words: tuple[str, ...] = ("yes", "no", "up", "cat", "dog", "bird")) -> Path:
     """A generated corpus whose manifest records each speaker's voice family, as a synthetic corpus' does."""
-    from training.datasets import speech_synthesis
+    from training.speech.synthesis import corpus as synthetic_corpus
 
     corpus = make_corpus(root, words=words, bad=False)
     voices = [{"speaker": speaker, "engine": family.split("/")[0], "voice": family.split("/")[1], "family": family}
               for speaker, family in FAMILIES.items()]
     (corpus / storage.MANIFEST_NAME).write_text(json.dumps(
-        {"kind": speech_synthesis.DATASET_KIND, "speaker_voices": voices}))
+        {"kind": synthetic_corpus.DATASET_KIND, "speaker_voices": voices}))
     return corpus
 
 

@@ -8,11 +8,12 @@ import pytest
 from test_speech_ingest import make_corpus
 
 from training import sharding, storage
-from training.audio.features import compute_features, feature_shape
 from training.config import RunSpec, RunSpecError
-from training.datasets import speech_features, speech_ingest
-from training.jobs.features import features_dataset
 from training.jobs.shard import shard_dataset
+from training.speech import feature_records
+from training.speech import ingest as speech_ingest
+from training.speech.audio.features import compute_features, feature_shape
+from training.speech.features_job import features_dataset
 
 pytestmark = pytest.mark.spark
 
@@ -32,7 +33,7 @@ def test_features_keep_every_clip_augment_only_training_and_match_the_direct_com
     assert manifest["splits"]["train"]["rows"] == 3 * source["splits"]["train"]["rows"]
     for split in ("validation", "test"):
         assert manifest["splits"][split]["class_histogram"] == source["splits"][split]["class_histogram"]
-    batch = speech_features.read_split(manifest["uri"], "train")
+    batch = feature_records.read_split(manifest["uri"], "train")
     audio, table = speech_ingest.read_clips(clips, "train")
     originals = batch.images[batch.copy == 0]
     expected = compute_features(audio[np.argsort(table.column("index").to_numpy())], "log_mel")

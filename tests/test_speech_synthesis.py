@@ -21,13 +21,28 @@ import psutil
 import pytest
 
 from training import storage
-from training.datasets import speech_synthesis
-from training.datasets.speech_commands import ALL_WORDS, BACKGROUND_NOISE, check_clip, which_set
-from training.datasets.speech_synthesis import (
-    EngineNotFoundError,
-    SynthesisWorkerError,
+from training.speech.speech_commands import ALL_WORDS, BACKGROUND_NOISE, check_clip, which_set
+from training.speech.synthesis import engines
+from training.speech.synthesis.acoustics import trim_silence
+from training.speech.synthesis.cli import add_arguments, run
+from training.speech.synthesis.corpus import (
+    DATASET_KIND,
+    LEGACY_REPORT_NAME,
+    default_corpus_dir,
     speaker_families,
     synthesize_corpus,
+)
+from training.speech.synthesis.engines import ENGINE_PROGRAMS, EngineNotFoundError, festival, mbrola
+from training.speech.synthesis.pool import SynthesisWorkerError
+from training.speech.synthesis.speakers import speaker_ids
+from training.speech.synthesis.voices import (
+    FESTIVAL,
+    MBROLA,
+    RESPELLINGS,
+    VOICE_GROUPS,
+    all_voices,
+    speaker_voice,
+    text_for,
 )
 from training.storage import DatasetError
 from training.strategies.signal_handlers import restored_signal_handlers
@@ -71,7 +86,7 @@ def test_layout_and_file_names_match_speech_commands(corpus):
     assert report["utterances"] == len(expected) == 55
     assert set(report["engines"]) == set(ENGINES) and sum(report["engines"].values()) == 11
     assert (directory / storage.MANIFEST_NAME).exists()
-    assert report["kind"] == speech_synthesis.DATASET_KIND and report["recipe"]["speakers"] == 11
+    assert report["kind"] == DATASET_KIND and report["recipe"]["speakers"] == 11
     assert not list(directory.parent.glob(".corpus.tmp-*"))
 
 
@@ -135,7 +150,7 @@ def test_different_speakers_of_the_same_word_sound_different(corpus):
 def test_families_are_recorded_per_speaker_and_read_back_by_speaker_families(corpus):
     directory, report, _ = corpus
     entries = report["speaker_voices"]
-    assert [entry["family"] for entry in entries] == [speech_synthesis.speaker_voice(n).family for n in range(11)]
+    assert [entry["family"] for entry in entries] == [speaker_voice(n).family for n in range(11)]
     assert all(entry["family"] == f"{entry['engine']}/{entry['voice']}" for entry in entries)
     assert report["families"] == {family: 1 for family in sorted(entry["family"] for entry in entries)}
     expected = {entry["speaker"]: entry["family"] for entry in entries}
@@ -154,15 +169,15 @@ def test_a_small_corpus_covers_several_families_and_english_and_foreign_voices(c
 
 
 def test_the_rotation_spreads_speakers_over_many_families_with_english_leading():
-    voices = [speech_synthesis.speaker_voice(number) for number in range(200)]
+    voices = [speaker_voice(number) for number in range(200)]
     assert len({voice.family for voice in voices[:100]}) >= 60
-    assert {voice.family for voice in voices} == {voice.family for voice in speech_synthesis.all_voices()}
+    assert {voice.family for voice in voices} == {voice.family for voice in all_voices()}
     english = sum(voice.language == "en" for voice in voices) / len(voices)
     assert 0.6 <= english <= 0.75
-    groups = [next(group.name for group in speech_synthesis.VOICE_GROUPS if voice in group.voices)
+    groups = [next(group.name for group in VOICE_GROUPS if voice in group.voices)
               for voice in voices]
     assert len(set(groups[:7])) == 7  # a few speakers already span several groups
-    assert set(groups[:15]) == {group.name for group in speech_synthesis.VOICE_GROUPS}
+    assert set(groups[:15]) == {group.name for group in VOICE_GROUPS}
 
 
 def test_speaker_families_of_a_corpus_from_before_families_uses_engine_and_voice(tmp_path):
@@ -177,14 +192,14 @@ def test_speaker_families_of_a_corpus_from_before_families_uses_engine_and_voice
 
 # --- The respellings -----------------------------------------------------------------------------------------
 
-FOREIGN_LANGUAGES = sorted({voice.language for voice in speech_synthesis.all_voices()} - {"en"})
+FOREIGN_LANGUAGES = sorted({voice.language for voice in all_voices()} - {"en"})
 
 
 def test_every_word_has_a_respelling_in_every_language_a_voice_reads():
     assert FOREIGN_LANGUAGES  # the rotation does include foreign voices
-    assert set(speech_synthesis.RESPELLINGS) == set(FOREIGN_LANGUAGES)
+    assert set(RESPELLINGS) == set(FOREIGN_LANGUAGES)
     for language in FOREIGN_LANGUAGES:
-        table = speech_synthesis.RESPELLINGS[language]
+        table = RESPELLINGS[language]
         assert set(table) == set(ALL_WORDS), language
         assert all(spelling and " " not in spelling and '"' not in spelling for spelling in table.values())
         assert table["three"] != table["tree"], language  # two different Speech Commands words stay apart
@@ -193,27 +208,27 @@ def test_every_word_has_a_respelling_in_every_language_a_voice_reads():
 @pytest.mark.parametrize("language", FOREIGN_LANGUAGES)
 def test_espeak_ng_reads_every_respelling_in_its_own_language(language):
     # espeak-ng marks a word it reads with English rules instead, e.g. "(en)sˈɛvən(de)": the accent would be lost.
-    respellings = speech_synthesis.RESPELLINGS[language]
+    respellings = RESPELLINGS[language]
     text = ", ".join(respellings[word] for word in ALL_WORDS)
     phonemes = subprocess.run(["espeak-ng", "-q", "-v", language, "--ipa", text], capture_output=True, text=True,
                               check=True).stdout
     assert "(en)" not in phonemes
 
 
-CHECKED_VOICES = [voice for voice in speech_synthesis.all_voices()
-                  if voice.engine in (speech_synthesis.MBROLA, speech_synthesis.FESTIVAL)]
+CHECKED_VOICES = [voice for voice in all_voices()
+                  if voice.engine in (MBROLA, FESTIVAL)]
 
 
 @pytest.mark.parametrize("voice", CHECKED_VOICES, ids=lambda voice: voice.family)
 def test_every_mbrola_and_festival_voice_says_every_word_without_missing_sounds(voice, tmp_path):
     # MBROLA and festival's diphone voices turn a sound pair they lack into silence; the engine wrappers raise then.
-    texts = [speech_synthesis.text_for(voice, word) + "." for word in ALL_WORDS]
-    if voice.engine == speech_synthesis.MBROLA:
-        audio = [speech_synthesis.mbrola(voice, text, 170, 50) for text in texts]
+    texts = [text_for(voice, word) + "." for word in ALL_WORDS]
+    if voice.engine == MBROLA:
+        audio = [mbrola(voice, text, 170, 50) for text in texts]
     else:
-        audio = speech_synthesis.festival(voice, [(text, 1.0) for text in texts], 120.0, tmp_path)
+        audio = festival(voice, [(text, 1.0) for text in texts], 120.0, tmp_path)
     for word, (rate, samples) in zip(ALL_WORDS, audio, strict=True):
-        assert speech_synthesis.trim_silence(samples, rate).size > rate // 10, (voice.family, word)
+        assert trim_silence(samples, rate).size > rate // 10, (voice.family, word)
 
 
 def test_progress_reports_every_utterance_up_to_the_total(corpus):
@@ -274,11 +289,11 @@ def test_a_corpus_from_before_manifests_is_replaced_without_overwrite(tmp_path):
     earlier = tmp_path / "corpus"
     (earlier / "go").mkdir(parents=True)
     (earlier / "go" / "old_nohash_0.wav").write_bytes(b"old")
-    (earlier / speech_synthesis.LEGACY_REPORT_NAME).write_text("{}")
+    (earlier / LEGACY_REPORT_NAME).write_text("{}")
     report = synthesize_corpus(earlier, speakers=1, words=("go",), repetitions=1, processes=1)
     assert report["utterances"] == 1
     assert not (earlier / "go" / "old_nohash_0.wav").exists()
-    assert not (earlier / speech_synthesis.LEGACY_REPORT_NAME).exists()
+    assert not (earlier / LEGACY_REPORT_NAME).exists()
 
 
 def test_a_failure_leaves_no_corpus_and_no_temporary_directory(tmp_path):
@@ -317,7 +332,7 @@ def test_a_missing_engine_says_make_setup_installs_it(tmp_path, monkeypatch):
 
 
 def test_a_missing_voice_names_its_debian_package(tmp_path, monkeypatch):
-    monkeypatch.setattr(speech_synthesis, "RHVOICE_VOICES", tmp_path / "no-voices")  # RHVoice would fall back
+    monkeypatch.setattr(engines, "RHVOICE_VOICES", tmp_path / "no-voices")  # RHVoice would fall back
     with pytest.raises(EngineNotFoundError, match=r"rhvoice/bdl: voice not installed.*rhvoice-english"):
         synthesize_corpus(tmp_path / "corpus", speakers=3, words=("go",), repetitions=1, processes=1)
     assert not (tmp_path / "corpus").exists()
@@ -325,13 +340,13 @@ def test_a_missing_voice_names_its_debian_package(tmp_path, monkeypatch):
 
 def test_the_command_line_glue_builds_the_default_layout(tmp_path, capsys):
     parser = argparse.ArgumentParser()
-    speech_synthesis.add_arguments(parser, speakers=200)
+    add_arguments(parser, speakers=200)
     args = parser.parse_args(["--dest", str(tmp_path / "cli"), "--speakers", "1", "--words", "go, stop",
                               "--repetitions", "1", "--processes", "1"])
-    assert speech_synthesis.run(args) == tmp_path / "cli"
+    assert run(args) == tmp_path / "cli"
     assert sorted(path.parent.name for path in (tmp_path / "cli").glob("*/*_nohash_0.wav")) == ["go", "stop"]
     assert "2 utterances" in capsys.readouterr().out
-    assert speech_synthesis.default_corpus_dir(100, 2, 0).name == "speech-commands-synthetic-v2-s100-r2-seed0"
+    assert default_corpus_dir(100, 2, 0).name == "speech-commands-synthetic-v2-s100-r2-seed0"
 
 
 # --- Worker processes ----------------------------------------------------------------------------------------
@@ -343,16 +358,16 @@ FAKED_SPEAKER = 4  # festival/kal_diphone: a program that, unlike espeak-ng, run
 def fake_engine(tmp_path: Path, monkeypatch, script: str) -> tuple[str, str]:
     """Put a shell script named as speaker FAKED_SPEAKER's engine first on PATH (the workers inherit it); returns
     that speaker's id and family."""
-    voice = speech_synthesis.speaker_voice(FAKED_SPEAKER)
-    (program,) = speech_synthesis.ENGINE_PROGRAMS[voice.engine]
-    assert program != "espeak-ng" and all(speech_synthesis.speaker_voice(number).engine != voice.engine
+    voice = speaker_voice(FAKED_SPEAKER)
+    (program,) = ENGINE_PROGRAMS[voice.engine]
+    assert program != "espeak-ng" and all(speaker_voice(number).engine != voice.engine
                                           for number in range(FAKED_SPEAKER))
     bin_dir = tmp_path / "fake-bin"
     bin_dir.mkdir()
     (bin_dir / program).write_text(f"#!/bin/sh\n{script}\n")
     (bin_dir / program).chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return speech_synthesis.speaker_ids(0, WORKER_RECIPE["speakers"])[FAKED_SPEAKER], voice.family
+    return speaker_ids(0, WORKER_RECIPE["speakers"])[FAKED_SPEAKER], voice.family
 
 
 def synthesis_workers() -> list[psutil.Process]:

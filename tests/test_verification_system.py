@@ -12,7 +12,7 @@ import pytest
 
 from training import cli
 from training.evaluation import scoring, verification
-from training.evaluation.verification_system import (
+from training.workloads.speaker_verification.verification_system import (
     VerificationSystem,
     load_system,
     read_clip,
@@ -43,7 +43,7 @@ def voice(seed: int, pitch: float) -> np.ndarray:
 def system_dir(tmp_path_factory):
     import tensorflow as tf
 
-    from training.models.speaker_embedding import embedding_model, tdnn_embedder
+    from training.workloads.speaker_verification.speaker_embedding import embedding_model, tdnn_embedder
 
     tf.keras.utils.set_random_seed(0)
     embedder = embedding_model(tdnn_embedder(num_speakers=6))
@@ -70,7 +70,7 @@ def clips(tmp_path_factory):
 
 
 def test_the_decision_is_the_fused_s_norm_score_of_the_enrolled_mean(system_dir, clips):
-    from training.audio.features import compute_features
+    from training.speech.audio.features import compute_features
 
     destination, saved = system_dir
     loaded = load_system(str(destination))
@@ -128,7 +128,7 @@ def test_a_system_must_be_whole(system_dir):
                                 fusion=system.fusion, names=system.names)
     with pytest.raises(ValueError, match="cohort for every model"):
         save_system("/tmp/never-written", broken, {})
-    from training.models.speaker_embedding import tdnn_embedder
+    from training.workloads.speaker_verification.speaker_embedding import tdnn_embedder
 
     classifier = VerificationSystem(embedders={"b": tdnn_embedder(num_speakers=6)}, features=system.features,
                                     cohorts=system.cohorts, fusion=system.fusion, names=system.names)
@@ -184,7 +184,7 @@ def test_a_hostile_h5_embedder_never_runs_its_code(system_dir, clips, caplog, tm
 def test_weights_swapped_in_from_another_system_are_refused(system_dir, clips, caplog, tmp_path):
     import tensorflow as tf
 
-    from training.models.speaker_embedding import embedding_model, tdnn_embedder
+    from training.workloads.speaker_verification.speaker_embedding import embedding_model, tdnn_embedder
 
     tf.keras.utils.set_random_seed(7)
     other = save_system(str(tmp_path / "other"), VerificationSystem(
@@ -269,7 +269,7 @@ def test_a_fifo_or_device_named_wav_is_refused_without_blocking(system_dir, clip
 
 
 def test_a_wav_longer_than_the_cap_is_refused_before_it_is_read(system_dir, clips, caplog, tmp_path):
-    from training.evaluation.verification_system import MAX_CLIP_BYTES
+    from training.workloads.speaker_verification.verification_system import MAX_CLIP_BYTES
 
     long_clip = write_wav(tmp_path / "ten-minutes.wav", np.tile(voice(1, 140), 600))
     assert long_clip.stat().st_size > MAX_CLIP_BYTES

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from training.datasets.speech_commands import MAX_NUM_WAVS_PER_CLASS, which_set
-from training.evaluation import trials as sv
-from training.evaluation.trials import CONDITIONS, Clips, TrialError, Trials
+from training.speech import trials as sv
+from training.speech.speech_commands import MAX_NUM_WAVS_PER_CLASS, which_set
+from training.speech.trials import CONDITIONS, Clips, TrialError, Trials
 
 FAMILIES = ("espeak-ng/de", "espeak-ng/en", "pico/en-GB", "pico/fr-FR")
 WORDS = ("yes", "no", "up", "down", "left", "right")
@@ -288,7 +288,7 @@ def test_clip_table_checks_its_columns_and_digests_pcm_bytes():
 def test_hard_trials_pair_the_voices_of_one_recorded_donor_across_engines():
     # Speakers of flite/slt, festival's SLT and RHVoice's slt: three families, one recorded donor (CMU ARCTIC SLT);
     # rhvoice/bdl is another donor.
-    from training.datasets.speech_synthesis import voice_keys
+    from training.speech.synthesis.voices import voice_keys
 
     families = ["flite/slt", "festival/cmu_us_slt_arctic_hts", "rhvoice/slt", "rhvoice/bdl"]
     speakers = speaker_ids(8, prefix="donor")
@@ -322,7 +322,7 @@ def test_hard_trials_pair_the_voices_of_one_recorded_donor_across_engines():
 def test_the_voice_catalogue_names_each_shared_donor_in_several_engines():
     from collections import defaultdict
 
-    from training.datasets.speech_synthesis import all_voices, voice_keys
+    from training.speech.synthesis.voices import all_voices, voice_keys
 
     engines_of = defaultdict(set)
     for voice in all_voices():

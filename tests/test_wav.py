@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from wav_files import EXTENSIBLE, IEEE_FLOAT, chunk, fmt_chunk, riff, wav_bytes
 
-from training.audio.wav import InvalidWavError, read_mono_pcm16
+from training.speech.audio.wav import InvalidWavError, read_mono_pcm16
 
 RAMP = (np.arange(16_000) % 2000 - 1000).astype("<i2")  # no two neighbouring samples alike, no zeros in a row
 DATA = RAMP.tobytes()

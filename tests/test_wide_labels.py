@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from training import sharding, storage
-from training.datasets import image_records, speech_ingest
+from training.datasets import image_records
 from training.jobs.spark_records import spark_image_schema
+from training.speech import ingest as speech_ingest
 
 CLASSES = 300
 
@@ -73,8 +74,8 @@ def wide_clips(tmp_path_factory):
 
 
 def test_features_and_shards_of_300_classes_keep_every_label(spark, wide_clips, tmp_path):
-    from training.jobs.features import features_dataset
     from training.jobs.shard import shard_dataset
+    from training.speech.features_job import features_dataset
 
     features = str(tmp_path / "features")
     manifest, _ = features_dataset(spark, wide_clips, features, "mfcc", copies=0)

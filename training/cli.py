@@ -73,9 +73,9 @@ def _settings(args: argparse.Namespace) -> None:
 
 
 def _synth_speech(args: argparse.Namespace) -> None:
-    from training.datasets import speech_synthesis
+    from training.speech.synthesis import cli as synthesis_cli
 
-    speech_synthesis.run(args)
+    synthesis_cli.run(args)
 
 
 def _preview(args: argparse.Namespace) -> None:
@@ -94,7 +94,7 @@ def _verify(args: argparse.Namespace) -> None:
     import json
 
     from training.evaluation.verification import bayes_threshold
-    from training.evaluation.verification_system import load_system, read_clip, verify
+    from training.workloads.speaker_verification.verification_system import load_system, read_clip, verify
 
     bayes_threshold(args.p_target)  # a bad operating point fails before anything is read
     enrollment = [read_clip(path, args.resample) for path in args.enroll]
@@ -160,16 +160,17 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     settings.add_argument("--markdown", action="store_true", help="print the reference as Markdown tables")
     settings.set_defaults(handler=_settings)
 
-    from training.datasets import speech_synthesis
+    from training.speech.synthesis import cli as synthesis_cli
+    from training.speech.synthesis.engines import ENGINE_PROGRAMS
 
-    engines = ", ".join(speech_synthesis.ENGINE_PROGRAMS)
+    engines = ", ".join(ENGINE_PROGRAMS)
     synth = commands.add_parser(
         "synth-speech", help=f"offline TTS corpus: {engines}", allow_abbrev=False,
         description="Write <word>/<speaker>_nohash_<n>.wav (1 s, 16 kHz mono 16-bit), _background_noise_/ and the "
                     f"split lists, with Debian's offline TTS engines ({engines}) in many voice families, "
                     "per-speaker voice variants and a vocal-tract warp. Deterministic for a seed; parallel over "
                     "cores; a complete corpus is not synthesised again.")
-    speech_synthesis.add_arguments(synth, speakers=RunSpec(workload="kws_densenet_bilstm").speakers)
+    synthesis_cli.add_arguments(synth, speakers=RunSpec(workload="kws_densenet_bilstm").speakers)
     synth.set_defaults(handler=_synth_speech)
 
     mnist_defaults = RunSpec(workload="mnist_elastic_cnn")  # preview shows what this workload's augment step does

@@ -13,17 +13,22 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 # (WorkloadDefinition.job_module: its own, named in step_jobs, or training.jobs.<step>): Spark steps are
 # spark-submitted as that module's file, the others run as ``python -m <module>`` in the training environment.
 INGEST, AUGMENT, FEATURES, SHARD, TRAIN, EVALUATE = "ingest", "augment", "features", "shard", "train", "evaluate"
-# Speaker verification's steps after training: embeddings of every clip, then the fused system. A workload may
-# implement a step in a module of its own (WorkloadDefinition.step_jobs); these two have no generic job.
+# Speaker verification's steps after training: embeddings of every clip, then the fused system.
 SCORE, FUSE = "score", "fuse"
 STEPS = (INGEST, AUGMENT, FEATURES, SHARD, TRAIN, SCORE, FUSE, EVALUATE)
 SPARK_STEPS = frozenset({AUGMENT, FEATURES, SHARD, TRAIN})
+# Steps with no generic job: a workload that has one names its module (WorkloadDefinition.step_jobs) — the speech
+# workloads' features (training.speech.features_job), speaker verification's score and fuse.
+WORKLOAD_OWNED_STEPS = frozenset({FEATURES, SCORE, FUSE})
 
 
 def job_module(step: str) -> str:
-    """The module that runs ``step``: every job takes the run specification's flags (see training.config)."""
+    """The generic module that runs ``step``: every job takes the run specification's flags (see training.config)."""
     if step not in STEPS:
         raise ValueError(f"unknown step {step!r}; steps are {', '.join(STEPS)}")
+    if step in WORKLOAD_OWNED_STEPS:
+        raise ValueError(f"step {step!r} has no generic job: a workload that has it names its module in "
+                         "WorkloadDefinition.step_jobs")
     return f"training.jobs.{step}"
 
 
@@ -64,24 +69,9 @@ EVALUATION_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
 
 # Dataset kinds, as written in each dataset's manifest.
 MNIST_IMAGES = "mnist-images"
-SPEECH_CLIPS = "speech-clips"
-SPEECH_FEATURES = "speech-features"
-SPEAKER_EMBEDDINGS = "speaker-embeddings"
 IMAGE_SHARDS = "image-shards"
 # Distribution strategies, by name: the ``strategy`` setting's choices. Each one declares its rules (checks, the
 # settings it reads, its communication for the cost model, the class that trains it) in training/strategies/rules.py.
 HOROVOD, DOWNPOUR, AVERAGING = "horovod", "downpour", "averaging"
 STRATEGIES = (HOROVOD, DOWNPOUR, AVERAGING)
-# Keyword-spotting feature kinds (training.audio.features computes them).
-FEATURE_KINDS = ("log_mel", "mfcc")
-
-# The synthetic speech corpus' generator: part of the corpus' and its datasets' names, so a corpus made by an
-# older generator is left where it is instead of clashing with the new one's recipe.
-SPEECH_GENERATOR_VERSION = 2  # bump whenever the same synthesis recipe would produce different bytes
-# The 12-class task's default share of _unknown_ clips (% of a split's keyword clips), as TensorFlow's tutorial:
-# datasets at this share keep the names and recipes they had before the share became a setting.
-SPEECH_UNKNOWN_PERCENTAGE = 10
-# Layouts of the ingested speech datasets: part of their names (as the generator's version is of the corpus'), so a
-# dataset of an older layout stays where it is instead of clashing with the new layout's recipe on a re-run.
-KEYWORD_CLIPS_LAYOUT = 3  # 2: voice families, test_non_keywords, _unknown_ dealt evenly; 3: open-set words
-SPEAKER_CLIPS_LAYOUT = 3  # 2: validation split for the training speakers; 3: hard trials pair one donor's voices
+# The speech workloads' own names (clips, features, layouts, the corpus' generator) are in training.speech.constants.

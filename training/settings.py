@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import SplitResult, urlsplit
 
-from training.contract import FEATURE_KINDS, STRATEGIES
 from training.contract import HOROVOD as HOROVOD_STRATEGY
+from training.contract import STRATEGIES
 
 # Trigger-form sections, in the order the form shows them.
 DATA = "Data"
@@ -422,6 +422,6 @@ def shared_setting(name: str) -> Setting:
 
 
 # Workload packages use these for their own settings.
-__all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "FEATURE_KINDS", "HOROVOD",
+__all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "HOROVOD",
            "SECTIONS", "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS",
            "Setting", "shared_setting", "shown"]

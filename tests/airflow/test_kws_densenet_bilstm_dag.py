@@ -11,7 +11,8 @@ import pytest
 
 from training import storage
 from training.config import RunSpec, RunSpecError, run_name_from, workload_settings
-from training.contract import FEATURE_KINDS, RESULT_FILE
+from training.contract import RESULT_FILE
+from training.speech.constants import FEATURE_KINDS
 from training.workloads.kws_densenet_bilstm import KWS_TASKS
 
 DAG_ID = "kws_densenet_bilstm"

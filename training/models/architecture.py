@@ -24,11 +24,20 @@ ATTRIBUTE = "cloudburst_architecture"  # a JSON string on the model: Keras does 
 BUILDER_MARK = "__cloudburst_model_builder__"
 PART_MARK = "__cloudburst_model_part__"
 TRUSTED_PACKAGES = ("training.models",)  # besides every registered workload's package
-# Builders that moved: the reference a saved model recorded → where that builder lives now. A saved record is never
+# Builders and parts that moved: the reference a saved model recorded → where it lives now. A saved record is never
 # rewritten (the manifest's digests cover it), so models saved before a move load through this table; a model built
-# now records where its builder is. Only a marked builder in a trusted package is called, as for any record.
-MOVED_BUILDERS = {
-    "training.models.cnn:simard_cnn": "training.workloads.mnist_elastic_cnn.model:simard_cnn",  # the workload's own
+# now records where its builder is. Only a marked builder in a trusted package is called, as for any record. The one
+# place a moved builder is declared; tests/test_model_files.py rebuilds every entry.
+MOVED_REFERENCES = {
+    # issue 43: each workload holds its own model code
+    "training.models.cnn:simard_cnn": "training.workloads.mnist_elastic_cnn.model:simard_cnn",
+    "training.models.densenet_bilstm:densenet_bilstm": "training.workloads.kws_densenet_bilstm.model:densenet_bilstm",
+    "training.models.speaker_embedding:densenet_bilstm_embedder":
+        "training.workloads.speaker_verification.speaker_embedding:densenet_bilstm_embedder",
+    "training.models.speaker_embedding:tdnn_embedder":
+        "training.workloads.speaker_verification.speaker_embedding:tdnn_embedder",
+    "training.models.speaker_embedding:embedding_model":
+        "training.workloads.speaker_verification.speaker_embedding:embedding_model",
 }
 
 
@@ -108,9 +117,9 @@ def trusted_packages() -> tuple[str, ...]:
 
 
 def _marked_function(reference: Any, mark: str) -> Callable[..., Any]:
-    """The function a record names (where it lives now, MOVED_BUILDERS), when it lives in a trusted package and
+    """The function a record names (or, for a moved one, its new reference), when it lives in a trusted package and
     carries ``mark``."""
-    reference = MOVED_BUILDERS.get(reference, reference) if isinstance(reference, str) else reference
+    reference = MOVED_REFERENCES.get(reference, reference) if isinstance(reference, str) else reference
     module_name, _, name = str(reference).partition(":")
     shown = str(reference)[:80]
     if not any(module_name == package or module_name.startswith(f"{package}.") for package in trusted_packages()):

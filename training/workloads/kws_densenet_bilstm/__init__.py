@@ -8,73 +8,54 @@ Standard library only; synthesis, ingestion, the model and readers are in :mod:`
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from training.augment.spectrogram import ONLINE_AUGMENTATIONS
-from training.contract import (
-    EVALUATE,
-    FEATURE_KINDS,
-    FEATURES,
-    INGEST,
-    KEYWORD_CLIPS_LAYOUT,
-    SHARD,
-    SPEECH_GENERATOR_VERSION,
-    SPEECH_UNKNOWN_PERCENTAGE,
-    TRAIN,
+from training.contract import EVALUATE, FEATURES, INGEST, SHARD, TRAIN
+from training.settings import AUGMENTATION, DATA, Setting
+from training.speech.augment.spectrogram import ONLINE_AUGMENTATIONS
+from training.speech.constants import FEATURE_KINDS, FEATURES_JOB, KEYWORD_CLIPS_LAYOUT, SPEECH_UNKNOWN_PERCENTAGE
+from training.speech.corpus_settings import (
+    ARCHIVE_MAX_MEMBER_MB,
+    ARCHIVE_MAX_MEMBERS,
+    ARCHIVE_MAX_TOTAL_MB,
+    DATA_SHA256,
+    HELD_OUT_FAMILIES,
+    RESAMPLE,
+    SPEAKERS,
+    SYNTHETIC_SOURCE,
+    check_source,
+    held_out_families,
+    source_id,
 )
-from training.settings import AUGMENTATION, DATA, RunSpecError, Setting, shown
 from training.workloads.base import WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec
 
 NAME = "kws_densenet_bilstm"
-# The full online set the bench measures: training.augment.spectrogram.ONLINE_AUGMENTATIONS less gain (the model
+# The full online set the bench measures: training.speech.augment.spectrogram.ONLINE_AUGMENTATIONS less gain (the model
 # normalises each example: gain alone hardly changes what it sees). Not the default (see DEFAULTS below).
 ONLINE_AUGMENTATION_FULL_SET = "speed,pitch,shift,noise,time_mask,freq_mask"
 _AUGMENTATION_NAMES = "|".join(ONLINE_AUGMENTATIONS)
-SYNTHETIC_SOURCE = "synthetic"
 KWS_TASKS = (12, 35)
 TRAINING_SPEAKER_CHOICES = ("all", "sv_train")
-ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 
 SETTINGS = (
-    Setting("data_sha256", str, "", "Source sha256 (optional)",
-            "The expected sha256 of a .tar.gz source (path or URL); ingestion refuses anything else.", DATA,
-            pattern=r"[0-9a-fA-F]{64}", optional=True,
-            pattern_help="must be 64 hexadecimal digits (or empty)", metavar="SHA256", empty_means="not checked"),
-    Setting("speakers", int, 200, "Synthetic speakers",
-            "With data_source 'synthetic': how many voices to synthesise; Speech Commands' sha1 rule puts about "
-            "10 % of them in the test split, unseen in training.", DATA, minimum=1, maximum=2000),
+    DATA_SHA256,
+    SPEAKERS,
     Setting("kws_task", int, 12, "Keyword task",
             "12: the standard ten keywords plus _silence_ and _unknown_ (sampled from the other words); 35: every "
             "word directory is a class (35 in v0.02, 30 in v0.01).", DATA, choices=KWS_TASKS),
-    Setting("resample", bool, False, "Resample other rates",
-            "Resample clips recorded at a rate other than 16 kHz (instead of skipping them and listing them in "
-            "the ingest report).", DATA),
-    Setting("archive_max_member_mb", int, 64, "Archive: largest member (MiB)",
-            "An archive source is refused before anything is written if one member is larger (the real Speech "
-            "Commands' largest file is ~6 MB).", DATA, minimum=1, maximum=1_048_576),
-    Setting("archive_max_total_mb", int, 8192, "Archive: largest extracted size (MiB)",
-            "An archive (or a download) that would extract to more is refused (Speech Commands v0.02: ~3.3 GB).",
-            DATA, minimum=1, maximum=16_777_216),
-    Setting("archive_max_members", int, 250_000, "Archive: most members",
-            "An archive with more members is refused (Speech Commands v0.02: ~106,000).", DATA, minimum=1,
-            maximum=100_000_000),
+    RESAMPLE,
+    ARCHIVE_MAX_MEMBER_MB,
+    ARCHIVE_MAX_TOTAL_MB,
+    ARCHIVE_MAX_MEMBERS,
     Setting("train_unknown_percentage", int, SPEECH_UNKNOWN_PERCENTAGE, "Unknown share in training (%)",
             "12-class task: clips of the other words labelled _unknown_ in the training split, as a percentage of "
             "its keyword clips (dealt evenly over the words; TensorFlow's tutorial takes 10, which validation and "
             "test always keep). More teaches the model to reject words that are not keywords (the false-accept "
             "rate) at the cost of the keywords' share.", DATA, minimum=0, maximum=1000),
-    Setting("held_out_families", str, "", "Held-out voice families",
-            "Comma-separated voice families (engine/voice, e.g. 'pico/en-GB', or a whole engine, 'pico') whose "
-            "speakers go to the test split only: accuracy on voices of a kind the model never heard, logged per "
-            "family (test_accuracy_family_*) and as test_accuracy_held_out_families. The synthetic corpus "
-            "records each speaker's family; `cloudburst synth-speech` lists them.", DATA, optional=True,
-            pattern=r"[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?(,[A-Za-z0-9_.+-]+(/[A-Za-z0-9_.+-]+)?)*",
-            pattern_help="must be comma-separated family names such as espeak-ng/de,pico (no spaces)",
-            metavar="FAMILIES", empty_means="none held out"),
+    HELD_OUT_FAMILIES,
     Setting("training_speakers", str, "all", "Training speakers",
             "all: every speaker of the training split. sv_train: only those whom speaker verification's rule (the "
             "sha1 of the speaker id; about 60 % of them) puts in its training set, so that the speaker_verification "
@@ -110,19 +91,6 @@ DEFAULTS = {"data_source": SYNTHETIC_SOURCE, "epochs": 16, "augment_copies": 0,
             "target_accuracy": 0.9, "evaluations_per_epoch": 2, "rounds_per_epoch": 2}
 
 
-def source_id(spec: RunSpec) -> str:
-    """A short name for a speech source: the synthetic corpus' recipe, or a hash of the path or URL."""
-    source = spec.resolved_data_source()
-    if source == SYNTHETIC_SOURCE:
-        return f"synthetic-v{SPEECH_GENERATOR_VERSION}-s{spec.speakers}-seed{spec.seed}"
-    return "source-" + hashlib.sha1(source.encode()).hexdigest()[:10]
-
-
-def held_out_families(spec: RunSpec) -> tuple[str, ...]:
-    """The held_out_families setting as a sorted tuple of distinct names."""
-    return tuple(sorted({name for name in spec.held_out_families.split(",") if name}))
-
-
 def clips_uri(spec: RunSpec) -> str:
     """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-layout3-task12`` (+ ``-resampled``,
     + ``-trainunknown<percent>`` off the default share, + ``-svtrain`` when only speaker verification's training
@@ -143,16 +111,6 @@ def features_uri(spec: RunSpec) -> str:
     parent, name = clips_uri(spec).rsplit("/", 1)
     stem = name.replace("clips", "features", 1)
     return f"{parent}/{stem}-{spec.features}-k{spec.augment_copies}-seed{spec.seed}"
-
-
-def check_source(spec: RunSpec) -> None:
-    source = spec.resolved_data_source()
-    # An hdfs:// landing zone may not have landed yet: the DAG's wait_for_raw_data waits for it, ingest checks it.
-    if source == SYNTHETIC_SOURCE or source.startswith(("http://", "https://", "hdfs://")) or Path(source).is_dir():
-        return
-    if not (Path(source).is_file() and source.endswith(ARCHIVE_SUFFIXES)):
-        raise RunSpecError(f"data_source={shown(source)}: not 'synthetic', a directory, an existing .tar.gz, an "
-                           "http(s) URL or an hdfs:// directory or archive")
 
 
 DEFINITION = WorkloadDefinition(
@@ -176,4 +134,5 @@ DEFINITION = WorkloadDefinition(
             SHARD: ("speech_commands_shards", "x-cloudburst://datasets/speech_commands/shards"),
             TRAIN: ("kws_densenet_bilstm_model", "x-cloudburst://models/kws_densenet_bilstm")},
     tags=("speech", "keyword-spotting"),
+    step_jobs={FEATURES: FEATURES_JOB},
 )

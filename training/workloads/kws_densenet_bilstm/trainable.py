@@ -4,51 +4,25 @@ input readers."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from training import sharding, storage
+from training import storage
 from training.datasets import image_records
+from training.speech.corpus_settings import held_out_families
+from training.speech.corpus_source import corpus_source
+from training.speech.feature_records import load_shard, load_split
 from training.workloads.base import Trainable
-from training.workloads.kws_densenet_bilstm import SYNTHETIC_SOURCE, held_out_families
 
 if TYPE_CHECKING:
     from training.config import RunSpec
 
 log = logging.getLogger(__name__)
 
-SYNTHETIC_REPETITIONS = 2  # utterances of each keyword per synthetic speaker
-
-
-def synthetic_corpus_dir(data_root: str, speakers: int, seed: int) -> Path:
-    """Where the synthetic corpus for a data root lives: beside the datasets when they are local files (so tests
-    and other roots stay apart), else under the checkout's var/ (the TTS engines write local files)."""
-    from training.datasets.speech_synthesis import default_corpus_dir
-
-    default = default_corpus_dir(speakers, SYNTHETIC_REPETITIONS, seed)
-    if data_root.startswith("file://"):
-        return Path(storage.resolve(data_root).path) / "corpora" / default.name
-    return default
-
-
-def corpus_source(spec: RunSpec) -> str:
-    """The run's data source, with 'synthetic' synthesised (once; deterministic) and replaced by its directory."""
-    source = spec.resolved_data_source()
-    if source != SYNTHETIC_SOURCE:
-        return source
-    from training.datasets.speech_synthesis import synthesize_corpus
-
-    corpus = synthetic_corpus_dir(spec.resolved_data_root(), spec.speakers, spec.seed)
-    report = synthesize_corpus(corpus, speakers=spec.speakers, repetitions=SYNTHETIC_REPETITIONS, seed=spec.seed)
-    log.info("synthetic corpus %s: %d utterances of %d speakers", corpus, report["utterances"], report["speakers"])
-    return str(corpus)
-
-
 def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
     """Synthesise the corpus when the source is 'synthetic', then check, split and label it into Parquet clips."""
-    from training.datasets import speech_ingest
+    from training.speech import ingest as speech_ingest
 
     source = corpus_source(spec)
     mebibyte = 1024 * 1024
@@ -61,27 +35,15 @@ def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool
                                 max_archive_members=spec.archive_max_members)
 
 
-def _features(batch: image_records.ImageBatch) -> tuple[np.ndarray, np.ndarray]:
-    return batch.images, batch.labels.astype(np.int32)
-
-
-def load_shard(shards_uri: str, rank: int, workers: int) -> tuple[np.ndarray, np.ndarray]:
-    return _features(sharding.read_worker_images(shards_uri, rank, workers))
-
-
-def load_split(dataset_uri: str, split: str) -> tuple[np.ndarray, np.ndarray]:
-    return _features(image_records.read_split(dataset_uri, split))
-
-
 def trainable(spec: RunSpec) -> Trainable:
     """The classes are those the features dataset holds: the 35-word task on v0.01 (30 words) has 30, not 35."""
-    from training.audio.features import feature_shape
-    from training.augment.spectrogram import make_augmenter, parse_augmentations
+    from training.speech.audio.features import feature_shape
+    from training.speech.augment.spectrogram import make_augmenter, parse_augmentations
 
     class_names = storage.require_manifest(spec.augmented_uri())["class_names"]
 
     def build_model() -> Any:
-        from training.models.densenet_bilstm import densenet_bilstm
+        from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
 
         return densenet_bilstm(feature_shape(spec.features), len(class_names))
 
@@ -100,9 +62,9 @@ def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: 
     ``test_predictions`` are the evaluate step's, for the test split in load_split's order."""
     import json
 
-    from training.datasets import speech_ingest
-    from training.evaluation.keywords import accuracy_by_group, false_accepts
+    from training.speech import ingest as speech_ingest
     from training.strategies.evaluation_clock import predicted_classes
+    from training.workloads.kws_densenet_bilstm.metrics import accuracy_by_group, false_accepts
 
     features_uri = spec.augmented_uri()
     splits = storage.require_manifest(features_uri)["splits"]

@@ -15,15 +15,24 @@ from __future__ import annotations
 import hashlib
 from typing import TYPE_CHECKING
 
-from training.contract import EVALUATE, FEATURES, FUSE, INGEST, SCORE, SHARD, SPEAKER_CLIPS_LAYOUT, TRAIN
+from training.contract import EVALUATE, FEATURES, FUSE, INGEST, SCORE, SHARD, TRAIN
 from training.settings import DATA, DATASET_SCHEMES, TRAINING, RunSpecError, Setting
-from training.workloads import kws_densenet_bilstm as keyword_spotting
+from training.speech.constants import FEATURES_JOB, SPEAKER_CLIPS_LAYOUT
+from training.speech.corpus_settings import (
+    CORPUS_SETTINGS,
+    SYNTHETIC_SOURCE,
+    check_source,
+    held_out_families,
+    source_id,
+)
+from training.workloads import kws_densenet_bilstm as keyword_spotting  # scheduled on its model (transfer_from)
 from training.workloads.base import WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec
 
 NAME = "speaker_verification"
+SPEAKER_EMBEDDINGS = "speaker-embeddings"  # the score step's dataset kind
 MODEL_A, MODEL_B = "model_a", "model_b"
 # Each embedding model and the features it reads: A, the DenseNet-BiLSTM trunk on log-mel; B, a TDNN on MFCC.
 MODEL_FEATURES = {MODEL_A: "log_mel", MODEL_B: "mfcc"}
@@ -34,11 +43,8 @@ ENROLLMENT_CHOICES = (1, 3, 5)
 SPOTTER, HEAD, FINE_TUNE = "spotter", "head", "fine_tune"
 TRANSFER_STAGES = (SPOTTER, HEAD, FINE_TUNE)
 
-# The corpus settings are the keyword spotter's own, used as they are (same corpus, same checks).
-_SHARED_WITH_KEYWORD_SPOTTING = ("data_sha256", "speakers", "resample", "archive_max_member_mb",
-                                 "archive_max_total_mb", "archive_max_members", "held_out_families")
 SETTINGS = (
-    *(entry for entry in keyword_spotting.SETTINGS if entry.name in _SHARED_WITH_KEYWORD_SPOTTING),
+    *CORPUS_SETTINGS,  # the speech workloads' shared corpus settings (same corpus, same checks)
     Setting("embedding_model", str, "", "Embedding model",
             f"Which speaker-embedding model a features/shard/train step works on: {MODEL_A} (log-mel features) or "
             f"{MODEL_B} (MFCC features); empty for the steps after training, which use both. The DAG trains both "
@@ -80,7 +86,7 @@ SETTINGS = (
 # What `make demo-sv` trains with (300 speakers, 8 epochs, batch 64 per worker). Adam at 0.001 per worker: Horovod
 # scales it by the workers, and at 0.002 (the plain-Keras bench's rate) the 1x2 run trained A at 0.004 and left it
 # at 30 % speaker accuracy and 10.7 % EER where 1x1 reached 68 % and 5.4 % (make demo-sv, 2026-12-02).
-DEFAULTS = {"data_source": keyword_spotting.SYNTHETIC_SOURCE, "speakers": 300, "epochs": 8, "augment_copies": 0,
+DEFAULTS = {"data_source": SYNTHETIC_SOURCE, "speakers": 300, "epochs": 8, "augment_copies": 0,
             "batch_size_per_worker": 64, "learning_rate": 0.001, "target_accuracy": 0.9,
             "evaluations_per_epoch": 1, "rounds_per_epoch": 2}
 
@@ -90,11 +96,11 @@ def clips_uri(spec: RunSpec) -> str:
     speakers-layout3-enroll3`` (the layout's number: a dataset of an older layout keeps its name) (+
     ``-resampled``, + ``-heldout-<hash>`` when voice families are held out of training)."""
     suffix = "-resampled" if spec.resample else ""
-    held_out = keyword_spotting.held_out_families(spec)
+    held_out = held_out_families(spec)
     if held_out:
         suffix += "-heldout-" + hashlib.sha1(",".join(held_out).encode()).hexdigest()[:8]
     root = spec.resolved_data_root().rstrip("/")
-    return (f"{root}/speech_commands/{keyword_spotting.source_id(spec)}/speakers-layout{SPEAKER_CLIPS_LAYOUT}-enroll"
+    return (f"{root}/speech_commands/{source_id(spec)}/speakers-layout{SPEAKER_CLIPS_LAYOUT}-enroll"
             f"{spec.enrollment_utterances}{suffix}")
 
 
@@ -128,20 +134,21 @@ DEFINITION = WorkloadDefinition(
     train_uri=features_uri,
     ingest="training.workloads.speaker_verification.trainable:ingest",
     trainable="training.workloads.speaker_verification.trainable:trainable",
-    default_source=keyword_spotting.SYNTHETIC_SOURCE,
+    default_source=SYNTHETIC_SOURCE,
     settings=SETTINGS,
     defaults=DEFAULTS,
     source_help="Speaker verification: 'synthetic' (a corpus of voices synthesised offline, the default), or a "
                 "Speech Commands directory, .tar.gz, http(s) URL, or hdfs:// directory or archive; speakers are "
                 "the labels.",
     check=check,
-    check_source=keyword_spotting.check_source,
+    check_source=check_source,
     assets={INGEST: ("speaker_clips", "x-cloudburst://datasets/speech_commands/speakers"),
             EVALUATE: ("speaker_verification_system", "x-cloudburst://models/speaker_verification")},
     tags=("speech", "speaker-verification"),
-    step_jobs={SCORE: "training.workloads.speaker_verification.score",
+    step_jobs={FEATURES: FEATURES_JOB,
+               SCORE: "training.workloads.speaker_verification.score",
                FUSE: "training.workloads.speaker_verification.fuse",
-               EVALUATE: "training.workloads.speaker_verification.evaluate"},
+               EVALUATE: "training.workloads.speaker_verification.evaluate_trials"},
     branch_setting="embedding_model",
     branches={model: {"features": features} for model, features in MODEL_FEATURES.items()},
     branch_steps=(FEATURES, SHARD, TRAIN),

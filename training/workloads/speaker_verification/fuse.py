@@ -28,15 +28,15 @@ class ScoringInputs:
 
     embeddings: dict[str, np.ndarray]
     clip_speakers: np.ndarray
-    clips: Any  # training.evaluation.trials.Clips
+    clips: Any  # training.speech.trials.Clips
     development: Any  # Trials of sv_dev
     evaluation: Any  # Trials of sv_eval
     cohort_speakers: list[str]
 
 
 def scoring_inputs(spec: RunSpec) -> ScoringInputs:
-    from training.datasets.speaker_clips import read_clip_table, read_trials
     from training.workloads.speaker_verification.score import read_embeddings
+    from training.workloads.speaker_verification.speaker_clips import read_clip_table, read_trials
 
     whole = spec.whole_run()
     clips_uri = whole.raw_uri()
@@ -63,11 +63,11 @@ def system_uri(spec: RunSpec) -> str:
 def fuse(spec: RunSpec, overwrite: bool = False) -> dict[str, Any]:
     """Train the fusion on sv_dev and publish the system; returns its manifest."""
     from training.evaluation import scoring, verification
-    from training.evaluation import speaker_verification as sv
-    from training.evaluation.verification_system import VerificationSystem, save_system
     from training.models.model_files import load_run_model
-    from training.models.speaker_embedding import embedding_model
+    from training.workloads.speaker_verification import report as sv
     from training.workloads.speaker_verification.score import branch_record
+    from training.workloads.speaker_verification.speaker_embedding import embedding_model
+    from training.workloads.speaker_verification.verification_system import VerificationSystem, save_system
 
     inputs = scoring_inputs(spec)
     names = tuple(MODEL_FEATURES)

@@ -16,8 +16,8 @@ import numpy as np
 
 from training import storage
 from training.config import RunSpec, RunSpecError
-from training.contract import EVALUATION_FILE, RESULT_FILE, SPEAKER_EMBEDDINGS
-from training.workloads.speaker_verification import MODEL_FEATURES
+from training.contract import EVALUATION_FILE, RESULT_FILE
+from training.workloads.speaker_verification import MODEL_FEATURES, SPEAKER_EMBEDDINGS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -90,12 +90,12 @@ def score_model(spec: RunSpec, model: str) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from training import tracking
-    from training.datasets.speaker_clips import read_clip_table
     from training.evaluation.classification import accuracy, confusion_matrix
     from training.models.model_files import load_run_model
-    from training.models.speaker_embedding import embedding_model, parameter_count
     from training.strategies.evaluation_clock import model_inputs, predicted_classes
     from training.workloads import workload_for
+    from training.workloads.speaker_verification.speaker_clips import read_clip_table
+    from training.workloads.speaker_verification.speaker_embedding import embedding_model, parameter_count
 
     branch = spec.whole_run().for_branch(model)
     record = branch_record(spec, model)

@@ -7,11 +7,12 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from training import storage
-from training.datasets import speech_commands as layout
 from training.settings import RunSpecError
+from training.speech import speech_commands as layout
+from training.speech.corpus_settings import held_out_families
+from training.speech.corpus_source import corpus_source
+from training.speech.feature_records import load_shard, load_split
 from training.workloads.base import Trainable
-from training.workloads.kws_densenet_bilstm import held_out_families
-from training.workloads.kws_densenet_bilstm.trainable import corpus_source, load_shard, load_split
 from training.workloads.speaker_verification import MODEL_A, MODEL_B, SPOTTER
 
 if TYPE_CHECKING:
@@ -25,10 +26,10 @@ MARGIN_RAMP_EPOCHS = 4
 
 def ingest(spec: RunSpec, overwrite: bool = False) -> tuple[dict[str, Any], bool]:
     """Synthesise the corpus when the source is 'synthetic', then label its clips by speaker, make the speaker sets
-    and trial lists and publish them (training.datasets.speaker_clips)."""
-    from training.datasets import speaker_clips
+    and trial lists and publish them (training.workloads.speaker_verification.speaker_clips)."""
+    from training.workloads.speaker_verification import speaker_clips
 
-    source = corpus_source(spec)  # the synthetic corpus is keyword spotting's, synthesised once per recipe
+    source = corpus_source(spec)  # the synthetic corpus is shared, synthesised once per recipe
     mebibyte = 1024 * 1024
     limits = layout.ArchiveLimits(spec.archive_max_member_mb * mebibyte, spec.archive_max_total_mb * mebibyte,
                                   spec.archive_max_members)
@@ -54,8 +55,8 @@ def trainable(spec: RunSpec) -> Trainable:
     margin_offset = margin_epoch_offset(spec)
 
     def build_model() -> Any:
-        from training.audio.features import feature_shape
-        from training.models.speaker_embedding import densenet_bilstm_embedder, tdnn_embedder
+        from training.speech.audio.features import feature_shape
+        from training.workloads.speaker_verification.speaker_embedding import densenet_bilstm_embedder, tdnn_embedder
 
         if spec.transfer_stage:
             return stage_model(spec, speakers)
@@ -63,14 +64,14 @@ def trainable(spec: RunSpec) -> Trainable:
         return build(feature_shape(spec.features), num_speakers=speakers)
 
     def make_loss() -> Any:
-        from training.models.angular_margin import AdditiveAngularMarginLoss
+        from training.workloads.speaker_verification.angular_margin import AdditiveAngularMarginLoss
 
         if "loss" not in loss_holder:  # one per process: begin_epoch ramps the margin of the loss being trained
             loss_holder["loss"] = AdditiveAngularMarginLoss(margin=0.0)
         return loss_holder["loss"]
 
     def begin_epoch(epoch: int) -> None:
-        from training.models.angular_margin import ramped_margin
+        from training.workloads.speaker_verification.angular_margin import ramped_margin
 
         make_loss().set_margin(ramped_margin(epoch + margin_offset, ramp_epochs=MARGIN_RAMP_EPOCHS))
 
@@ -90,10 +91,10 @@ def development_eer(spec: RunSpec) -> Any:
 
     def measure(model: Any) -> dict[str, float]:
         from training.datasets import image_records
-        from training.datasets.speaker_clips import read_trials
-        from training.evaluation.speaker_verification import raw_cosine_eer
-        from training.models.speaker_embedding import embedding_model
         from training.strategies.evaluation_clock import model_inputs
+        from training.workloads.speaker_verification.report import raw_cosine_eer
+        from training.workloads.speaker_verification.speaker_clips import read_trials
+        from training.workloads.speaker_verification.speaker_embedding import embedding_model
 
         if not loaded:
             batch = image_records.read_split(spec.augmented_uri(), "sv_dev")
@@ -125,7 +126,7 @@ def spotter_trainable(spec: RunSpec) -> Trainable:
 
     from training import sharding
     from training.datasets import image_records
-    from training.datasets.speaker_clips import read_clip_table
+    from training.workloads.speaker_verification.speaker_clips import read_clip_table
 
     clips, _ = read_clip_table(spec.raw_uri())
     words = sorted(set(clips.word.tolist()))
@@ -135,8 +136,8 @@ def spotter_trainable(spec: RunSpec) -> Trainable:
         return batch.images, word_of_clip[batch.index]
 
     def build_model() -> Any:
-        from training.audio.features import feature_shape
-        from training.models.densenet_bilstm import densenet_bilstm
+        from training.speech.audio.features import feature_shape
+        from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
 
         return densenet_bilstm(feature_shape(spec.features), len(words))
 

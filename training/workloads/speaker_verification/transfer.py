@@ -84,7 +84,7 @@ def resolve_spotter(spec: RunSpec) -> str | None:
 def check_spotter(spec: RunSpec, spotter: RunSpec, reference: str) -> str:
     """Refuse a run that is no finished log-mel keyword spotter or that heard speakers outside sv_train; returns
     its run directory."""
-    from training.datasets import speech_ingest
+    from training.speech import ingest as speech_ingest
 
     if spotter.workload != KEYWORD_SPOTTING:
         raise RunSpecError(f"transfer_from={reference!r}: a {spotter.workload} run, not a keyword spotter "
@@ -151,9 +151,9 @@ def _finished_keyword_spotting_runs(spec: RunSpec) -> list[RunSpec]:
 def stage_model(spec: RunSpec, num_speakers: int) -> Any:
     """Model A for a transfer stage: the spotter's trunk, frozen (head), or the head stage's model with its upper
     units unfrozen (fine_tune). Compile after (Keras reads ``trainable`` then)."""
-    import training.models.speaker_embedding as speaker_embedding
-    from training.audio.features import feature_shape
+    import training.workloads.speaker_verification.speaker_embedding as speaker_embedding
     from training.models.model_files import load_run_model
+    from training.speech.audio.features import feature_shape
 
     model = speaker_embedding.densenet_bilstm_embedder(feature_shape(spec.features), num_speakers=num_speakers)
     if spec.transfer_stage == HEAD:

@@ -1,6 +1,6 @@
 """Online augmentation of keyword-spotting features: fresh for every batch, in the tf.data input pipeline.
 
-The offline copies (``augment_copies``, :mod:`training.jobs.features`) perturb waveforms once, before training;
+The offline copies (``augment_copies``, :mod:`training.speech.features_job`) perturb waveforms once, before training;
 these perturb the stored log-mel maps (98 frames × 40 bands) every step, so no two epochs see the same example.
 Everything happens in the feature domain, because shards hold features, not waveforms:
 
@@ -34,7 +34,7 @@ SNR_DB_RANGE = (0.0, 30.0)
 NOISE_FLUCTUATION = 0.35  # log-normal sigma of the noise power from frame to frame and band to band
 TIME_MASKS, MAX_TIME_MASK_FRAMES = 2, 12
 FREQ_MASKS, MAX_FREQ_MASK_BANDS = 2, 6
-LOG_OFFSET = 1e-6  # training.audio.features.LOG_OFFSET: the floor log() was taken over
+LOG_OFFSET = 1e-6  # training.speech.audio.features.LOG_OFFSET: the floor log() was taken over
 
 
 def parse_augmentations(names: str) -> tuple[str, ...]:

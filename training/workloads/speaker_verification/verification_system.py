@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from training import local_files, storage
-from training.contract import FEATURE_KINDS
 from training.evaluation import scoring, verification
 from training.models import model_files
+from training.speech.constants import FEATURE_KINDS
 
 SYSTEM_KIND = "speaker_verification_system"
 SYSTEM_FORMAT = 2  # 1 held Keras files, which can carry code: refused
@@ -43,7 +43,7 @@ class SavedSystemError(storage.DatasetError):
 @dataclass(frozen=True)
 class VerificationSystem:
     embedders: Mapping[str, Any]  # name → Keras model from features to the embedding
-    features: Mapping[str, str]  # name → feature kind (training.audio.features)
+    features: Mapping[str, str]  # name → feature kind (training.speech.audio.features)
     cohorts: Mapping[str, np.ndarray]  # name → (speakers, dim) cohort vectors
     fusion: scoring.LinearFusion  # normalised scores in ``names`` order → LLR
     names: tuple[str, ...]
@@ -203,8 +203,8 @@ def read_clip(path: str | Path, resample: bool = False) -> np.ndarray:
     """A WAV file checked as ingestion checks a clip (mono 16-bit PCM, 16 kHz unless ``resample``), fitted to
     1 s (its first second is scored); a ValueError naming the file and the reason otherwise. Only regular files
     of at most :data:`MAX_CLIP_BYTES` are read."""
-    from training.datasets import speech_commands as layout
-    from training.datasets import speech_ingest
+    from training.speech import ingest as speech_ingest
+    from training.speech import speech_commands as layout
 
     try:
         data = local_files.read_regular_file(path, MAX_CLIP_BYTES, "WAV file")
@@ -236,7 +236,7 @@ def verify(system: VerificationSystem, enrollment: Sequence[np.ndarray], test: n
     """Enroll a speaker from its clips (int16, 1 s each) and decide whether ``test`` is the same speaker: each
     model's cosine score S-normalised against its cohort, fused to an LLR, accepted at the Bayes threshold of
     ``p_target`` (C_miss = C_fa = 1)."""
-    from training.audio.features import compute_features
+    from training.speech.audio.features import compute_features
 
     if not enrollment:
         raise ValueError("enrollment needs at least one clip")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from training.evaluation import scoring, verification
-from training.evaluation.trials import CONDITIONS, Trials
+from training.speech.trials import CONDITIONS, Trials
 
 P_TARGETS = (0.01, 0.05)  # NIST-style operating points (C_miss = C_fa = 1)
 FUSION_PRIOR = 0.05  # the prior fusion and calibration are trained at: between the two operating points

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from training import storage
-from training.audio import wav
 from training.datasets import download
+from training.speech.audio import wav
+from training.speech.constants import SAMPLE_RATE
 
-SAMPLE_RATE = 16_000
 BACKGROUND_NOISE = "_background_noise_"
 SILENCE = "_silence_"
 UNKNOWN = "_unknown_"

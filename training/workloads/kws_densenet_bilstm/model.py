@@ -24,7 +24,7 @@ from training.models.architecture import recorded
 
 layers = tf.keras.layers
 
-DEFAULT_INPUT_SHAPE = (98, 40)  # frames × bands: training.audio.features.feature_shape("log_mel")
+DEFAULT_INPUT_SHAPE = (98, 40)  # frames × bands: training.speech.audio.features.feature_shape("log_mel")
 
 
 @recorded
@@ -65,8 +65,8 @@ def densenet_bilstm_trunk(
 ) -> tf.Tensor:
     """Feature maps (batch, frames, bands) → BiLSTM states (batch, time, 2 · lstm_units): everything but the head.
 
-    Shared by the keyword spotter and the speaker embedder (training.models.speaker_embedding); the layer names are
-    what lets a spotter's trunk be transferred by name, so keep them stable.
+    Shared by the keyword spotter and the speaker embedder (training.workloads.speaker_verification.speaker_embedding);
+    the layer names are what lets a spotter's trunk be transferred by name, so keep them stable.
     """
     frames, bands = features.shape[1:]
     if any(kernel < stride for kernel, stride in zip(stem_kernel, stem_strides, strict=True)):

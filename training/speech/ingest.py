@@ -44,9 +44,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from training import local_files, storage
-from training.contract import INGEST_REPORT_FILE, KEYWORD_CLIPS_LAYOUT, SPEECH_CLIPS, SPEECH_UNKNOWN_PERCENTAGE
+from training.contract import INGEST_REPORT_FILE
 from training.datasets import download
-from training.datasets import speech_commands as layout
+from training.speech import speech_commands as layout
+from training.speech.constants import KEYWORD_CLIPS_LAYOUT, SPEECH_CLIPS, SPEECH_UNKNOWN_PERCENTAGE
 
 log = logging.getLogger(__name__)
 
@@ -312,7 +313,7 @@ def _read_split_lists(root: Path, source: str, scan: Scan) -> None:
 
 def _voice_families(root: Path, max_file_bytes: int) -> dict[str, str]:
     """Speaker → voice family, from a synthetic corpus' manifest; {} for a corpus without one (real speech)."""
-    from training.datasets import speech_synthesis
+    from training.speech.synthesis import corpus as synthetic_corpus
 
     manifest_file = root / storage.MANIFEST_NAME
     if not os.path.lexists(manifest_file):
@@ -322,10 +323,10 @@ def _voice_families(root: Path, max_file_bytes: int) -> dict[str, str]:
     except ValueError as error:  # not a regular file, or not JSON: a stray file, not one of our corpora
         log.warning("%s: ignoring %s (%s)", root, storage.MANIFEST_NAME, _reason(error, manifest_file))
         return {}
-    if not isinstance(manifest, dict) or manifest.get("kind") != speech_synthesis.DATASET_KIND:
+    if not isinstance(manifest, dict) or manifest.get("kind") != synthetic_corpus.DATASET_KIND:
         return {}
     try:
-        families = speech_synthesis.speaker_families(manifest)
+        families = synthetic_corpus.speaker_families(manifest)
     except (KeyError, TypeError, AttributeError) as error:
         raise storage.DatasetError(f"{root}: its {storage.MANIFEST_NAME} lists speaker voices without a speaker or "
                                    f"family ({type(error).__name__}: {error})") from None
@@ -457,7 +458,7 @@ TRAINING_SPEAKER_RULES = ("all", "sv_train")
 
 
 def _trains_speaker_verification(speaker: str) -> bool:
-    from training.evaluation.trials import speaker_set
+    from training.speech.trials import speaker_set
 
     return speaker_set(speaker) == "sv_train"
 
@@ -472,7 +473,7 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
     instead, so validation and test stay comparable between runs that train with other shares.
 
     Speakers of ``held_out_families`` go to test only. ``training_speakers`` 'sv_train' leaves out of the training
-    split every clip of a speaker whom speaker verification does not train on (training.evaluation.trials
+    split every clip of a speaker whom speaker verification does not train on (training.speech.trials
     .speaker_set), so a keyword spotter trained on it never heard a speaker-verification trial speaker. For the
     12-class task, the words of ``layout.OPEN_SET_WORDS`` are in no split (not even as ``_unknown_``): the test
     speakers' clips of them are ``test_open_set``, and ``test_non_keywords`` holds every other non-keyword clip of

@@ -22,15 +22,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from training.models.angular_margin import CosineLogits
 from training.models.architecture import recorded, recorded_part
-from training.models.densenet_bilstm import densenet_bilstm_trunk
+from training.workloads.kws_densenet_bilstm.model import densenet_bilstm_trunk
+from training.workloads.speaker_verification.angular_margin import CosineLogits
 
 layers = tf.keras.layers
 
 EMBEDDING_DIM = 128
-LOG_MEL_SHAPE = (98, 40)  # frames × bands: training.audio.features.feature_shape("log_mel"), model A's input
-MFCC_SHAPE = (98, 40)  # training.audio.features.feature_shape("mfcc"), model B's input
+LOG_MEL_SHAPE = (98, 40)  # frames × bands: training.speech.audio.features.feature_shape("log_mel"), model A's input
+MFCC_SHAPE = (98, 40)  # training.speech.audio.features.feature_shape("mfcc"), model B's input
 POOLING_LAYER = "statistics_pooling"
 EMBEDDING_LAYER = "embedding"
 COSINE_LAYER = "speaker_cosines"

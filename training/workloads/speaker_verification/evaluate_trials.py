@@ -4,7 +4,7 @@ speakers, actual DCF and Cllr of the calibrated scores, per condition (same word
 family, all) — and the fused system with 1, 3 and 5 enrollment utterances. Logged as one MLflow run of the system
 beside the two models' training runs, with DET curves and score histograms; prints a summary.
 
-    python -m training.workloads.speaker_verification.evaluate --workload speaker_verification --run-name my-run
+    python -m training.workloads.speaker_verification.evaluate_trials --workload speaker_verification --run-name my-run
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ HEADLINE_CONDITION = "different_word"  # text-independent: the condition the sha
 def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> dict[str, float]:
     """EER of the fused system on sv_eval trials made with each other number of enrollment utterances (the same
     fusion, the evaluation list's own seed; a choice some speaker has too few clips for is left out)."""
-    from training.datasets import speech_synthesis
-    from training.evaluation import speaker_verification as sv
-    from training.evaluation import trials as trial_lists
     from training.evaluation import verification
+    from training.speech import trials as trial_lists
+    from training.speech.synthesis.voices import voice_keys
+    from training.workloads.speaker_verification import report as sv
 
     sets = {speaker for speaker in inputs.evaluation.enrollment}
     names = list(MODEL_FEATURES)
@@ -44,7 +44,7 @@ def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> di
             continue
         try:
             trials = trial_lists.make_trials(inputs.clips, sorted(sets), utterances, inputs.evaluation.seed,
-                                             voice_keys=speech_synthesis.voice_keys())
+                                             voice_keys=voice_keys())
         except trial_lists.TrialError as error:
             log.info("no sweep point for %d enrollment utterances: %s", utterances, error)
             continue
@@ -63,9 +63,9 @@ def enrollment_sweep(inputs: Any, fusion: Any, enrollment_utterances: int) -> di
 def held_out_family_metrics(spec: RunSpec, report: Any, evaluation: Any) -> dict[str, float]:
     """With held_out_families: the EER of every system on the trials of enrolled speakers whose voice family no
     model was trained on (``eer_<system>_held_out_families``), beside the same over the other speakers."""
-    from training.evaluation import trials as trial_lists
     from training.evaluation import verification
-    from training.workloads.kws_densenet_bilstm import held_out_families
+    from training.speech import trials as trial_lists
+    from training.speech.corpus_settings import held_out_families
 
     held_out = held_out_families(spec)
     if not held_out:
@@ -88,10 +88,10 @@ def held_out_family_metrics(spec: RunSpec, report: Any, evaluation: Any) -> dict
 
 def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     """Measure the system on sv_eval and log it; returns the evaluation record (a second call returns it again)."""
-    from training.evaluation import speaker_verification as sv
-    from training.evaluation.verification_system import SYSTEM_KIND
+    from training.workloads.speaker_verification import report as sv
     from training.workloads.speaker_verification.fuse import scoring_inputs, system_uri
     from training.workloads.speaker_verification.score import branch_record
+    from training.workloads.speaker_verification.verification_system import SYSTEM_KIND
 
     whole = spec.whole_run()
     done = storage.read_json(storage.join(whole.run_uri(), EVALUATION_FILE))
@@ -151,7 +151,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
 def verification_artifacts(spec: RunSpec, report: Any, evaluation: Any) -> dict[str, bytes]:
     """DET curves per condition (both models and both fusions on one plot), score histograms, the report and the
     trial lists' seeds and counts."""
-    from training.evaluation import speaker_verification as sv
+    from training.workloads.speaker_verification import report as sv
 
     title = f"{spec.workload} · {spec.strategy} {spec.config}"
     artifacts = {f"det_{condition}.png": sv.det_curves_png(report, evaluation, condition, f"{title} · {condition}")
@@ -166,7 +166,7 @@ def verification_artifacts(spec: RunSpec, report: Any, evaluation: Any) -> dict[
 
 def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
     """EER and minDCF per model and fused, the fusion's gain, each model's size and speedup."""
-    from training.evaluation import speaker_verification as sv
+    from training.workloads.speaker_verification import report as sv
 
     metrics = evaluation["metrics"]
     systems = [*MODEL_FEATURES, sv.EQUAL_WEIGHT, sv.FUSION]

@@ -2,7 +2,7 @@
 trial lists, published as one dataset so that every later step reads the same speakers and trials.
 
 Speakers go to sv_train / sv_dev / sv_eval by Speech Commands' sha1 rule on the speaker id (held-out voice families
-to sv_eval only; training.evaluation.trials). Splits:
+to sv_eval only; training.speech.trials). Splits:
 
 - ``train`` and ``test``: the sv_train speakers' clips, about one in ten of each speaker's clips in ``test`` (by the
   sha1 of its path) — the speaker classifier's training data and the held-out clips its accuracy is measured on;
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from training import storage
-from training.contract import SPEAKER_CLIPS_LAYOUT
-from training.datasets import speech_commands as layout
-from training.datasets import speech_ingest, speech_synthesis
-from training.evaluation import trials as trial_lists
+from training.speech import ingest as speech_ingest
+from training.speech import speech_commands as layout
+from training.speech import trials as trial_lists
+from training.speech.constants import SPEAKER_CLIPS_LAYOUT
+from training.speech.synthesis import voices as synthetic_voices
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: 
                               word=np.array([row[1] for row in corpus], object),
                               family=np.array([families[row[2]] for row in corpus], object),
                               digest=np.array([trial_lists.pcm_digest(row[3]) for row in corpus], object))
-    voice_keys = speech_synthesis.voice_keys()
+    voice_keys = synthetic_voices.voice_keys()
     trials = {set_name: trial_lists.make_trials(clips, [s for s, name in assignment.items() if name == set_name],
                                                 enrollment_utterances, seed + number, voice_keys=voice_keys)
               for number, set_name in enumerate(TRIAL_SETS)}

@@ -2,7 +2,7 @@
 ``augment_copies`` augmented copies of every training clip (random time shift, background noise at a random SNR);
 validation and test are never augmented.
 
-    spark-submit training/jobs/features.py --workload kws_densenet_bilstm --features log_mel --augment-copies 2
+    spark-submit training/speech/features_job.py --workload kws_densenet_bilstm --features log_mel --augment-copies 2
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ import pyarrow as pa
 
 from training import storage
 from training.console import step
-from training.datasets import speech_features, speech_ingest
 from training.jobs.spark_records import (
     normalise_part_names,
     spark_image_schema,
     spark_label_type,
     split_statistics,
 )
+from training.speech import feature_records
+from training.speech import ingest as speech_ingest
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -54,9 +55,9 @@ def feature_record_batches(
     max_shift_ms: float, snr_db: tuple[float, float], noise_probability: float, num_classes: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """For each batch of clips, yield the features of the originals, then of each augmented copy."""
-    from training.audio.features import compute_features
-    from training.augment.audio import augment_clips
     from training.datasets.image_records import binary_column, label_type, pixels_of
+    from training.speech.audio.features import compute_features
+    from training.speech.augment.audio import augment_clips
 
     _single_threaded_tensorflow()
     noises = _noises(source) if copies else ()
@@ -70,7 +71,7 @@ def feature_record_batches(
             clips = audio if copy_number == 0 else augment_clips(
                 audio, index, copy, seed, noises, max_shift_ms=max_shift_ms, snr_db=snr_db,
                 noise_probability=noise_probability)
-            features = compute_features(clips, kind, batch_size=FEATURE_BLOCK).astype(speech_features.FEATURE_DTYPE)
+            features = compute_features(clips, kind, batch_size=FEATURE_BLOCK).astype(feature_records.FEATURE_DTYPE)
             yield pa.RecordBatch.from_arrays(
                 [pa.array(index, pa.int64()), pa.array(copy, pa.int16()), pa.array(labels, label_type(num_classes)),
                  binary_column(features)],
@@ -88,8 +89,8 @@ def features_dataset(
     overwrite: bool = False,
 ) -> tuple[dict[str, Any], bool]:
     """Publish the features of ``source``'s clips (and augmented training copies) at ``destination``."""
-    from training.audio.features import FEATURE_KINDS, feature_shape
-    from training.augment import audio as audio_augment
+    from training.speech.audio.features import FEATURE_KINDS, feature_shape
+    from training.speech.augment import audio as audio_augment
 
     if kind not in FEATURE_KINDS:
         raise ValueError(f"features must be one of {', '.join(FEATURE_KINDS)}, got {kind!r}")
@@ -129,22 +130,22 @@ def features_dataset(
             "source": storage.to_uri(source),
             "features": kind,
             "image_shape": list(feature_shape(kind)),
-            "image_dtype": speech_features.FEATURE_DTYPE,
+            "image_dtype": feature_records.FEATURE_DTYPE,
             "class_names": source_manifest["class_names"],
             "task": source_manifest["task"],
             "splits": splits,
             "augmentation": augmentation,
         }
 
-    return storage.publish(destination, speech_features.DATASET_KIND, recipe, write, overwrite=overwrite)
+    return storage.publish(destination, feature_records.DATASET_KIND, recipe, write, overwrite=overwrite)
 
 
 def _write_preview(staging: storage.Location, source: str, kind: str, augmentation: dict[str, Any]) -> None:
     """preview.png: a few training clips' features beside their first augmented copy (test clips for an
     evaluation-only corpus, which has no training split)."""
-    from training.audio.features import compute_features
-    from training.augment.audio import augment_clips
     from training.evaluation.figures import feature_maps_png
+    from training.speech.audio.features import compute_features
+    from training.speech.augment.audio import augment_clips
 
     splits = storage.require_manifest(source, speech_ingest.DATASET_KIND)["splits"]
     audio, table = speech_ingest.read_clips(source, next(split for split in ("train", "test", "validation")
@@ -187,6 +188,6 @@ def main(argv: list[str] | None = None) -> None:
 if __name__ == "__main__":
     # Under spark-submit this file is __main__; run the imported module instead, so Spark's workers find its
     # functions (the cached noise reader above all) by their module name.
-    from training.jobs import features as features_module
+    from training.speech import features_job as features_module
 
     features_module.main()

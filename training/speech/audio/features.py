@@ -12,8 +12,7 @@ import functools
 import numpy as np
 import tensorflow as tf
 
-from training.contract import FEATURE_KINDS  # the kinds both environments know
-from training.datasets.speech_commands import SAMPLE_RATE
+from training.speech.constants import FEATURE_KINDS, SAMPLE_RATE  # the kinds both environments know
 
 CLIP_SAMPLES = SAMPLE_RATE  # one second
 FRAME_LENGTH = 400  # 25 ms

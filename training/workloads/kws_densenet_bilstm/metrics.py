@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from training.datasets.speech_commands import SILENCE, UNKNOWN
+from training.speech.speech_commands import SILENCE, UNKNOWN
 
 
 def keyword_labels(class_names: Sequence[str]) -> list[int]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from training.datasets.speech_commands import SAMPLE_RATE
+from training.speech.constants import SAMPLE_RATE
 
 DEFAULT_MAX_SHIFT_MS = 100.0
 DEFAULT_SNR_DB = (0.0, 20.0)

@@ -6,7 +6,7 @@ clips are its target trials, and the other speakers' test clips are non-target t
 condition (same word, different word, hard = the same voice, all), each condition a uniform sample of its own
 non-target pairs, so that the small conditions keep enough of them. No trial pairs a model with byte-identical audio.
 "The same voice" is one voice family, or families made from one recorded donor (e.g. CMU ARCTIC's SLT in flite,
-festival and RHVoice): make_trials takes the family → voice key map (speech_synthesis.voice_keys).
+festival and RHVoice): make_trials takes the family → voice key map (training.speech.synthesis.voices.voice_keys).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from training.datasets import speech_commands as layout
+from training.speech import speech_commands as layout
 
 SPEAKER_SETS = ("sv_train", "sv_dev", "sv_eval")
 CONDITIONS = ("same_word", "different_word", "hard", "all")

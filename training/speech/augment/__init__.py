@@ -1,0 +1,1 @@
+"""Augmentation of speech: waveforms (offline copies) and feature maps (online, per batch)."""
