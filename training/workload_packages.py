@@ -9,6 +9,7 @@ definitions, and the model loader (training.models.architecture) calls model bui
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import os
 import re
@@ -47,3 +48,9 @@ def packages() -> tuple[str, ...]:
     """The registered workload packages: the built-in ones, then those of installed distributions' entry points
     (group ``cloudburst.workloads``), then those named in $CLOUDBURST_WORKLOADS."""
     return tuple(registrations())
+
+def load_function(reference: str):  # noqa: ANN201 - returns whatever the named function is
+    """``"package.module:function"`` → the function (imports the module): how a definition's steps, readers and
+    builders are named (training.workloads.base.WorkloadDefinition)."""
+    module_name, _, function_name = reference.partition(":")
+    return getattr(importlib.import_module(module_name), function_name)

@@ -21,7 +21,6 @@ from training.evaluation.classification import accuracy, confusion_matrix, per_c
 from training.evaluation.figures import confusion_matrix_png
 from training.models.model_files import load_run_model
 from training.strategies.evaluation_clock import model_inputs, predicted_classes
-from training.workloads import workload_for
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
     from training.jobs.train import require_evaluation_examples
 
     require_evaluation_examples(storage.require_manifest(spec.augmented_uri()))
-    workload = workload_for(spec)
+    workload = spec.trainable()
     images, labels = workload.load_split(spec.augmented_uri(), TEST_SPLIT)  # the one read of the test split
     model = load_run_model(record)
     predictions = predicted_classes(model, images)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 
-from training import workloads
 from training.config import RunSpec
 from training.contract import INGEST_REPORT_FILE
+from training.workload_packages import load_function
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 def run_step(spec: RunSpec, overwrite: bool = False) -> str:
     """Ingest the run's data source into ``spec.raw_uri()``; returns the published URI."""
     spec.validate_sources()
-    manifest, created = workloads.load_function(spec.definition.ingest)(spec, overwrite)
+    manifest, created = load_function(spec.definition.ingest)(spec, overwrite)
     verb = "published" if created else "already complete, nothing to do:"
     order = {"train": 0, "validation": 1, "test": 2}
     splits = sorted(manifest["splits"].items(), key=lambda item: (order.get(item[0], 3), item[0]))

@@ -23,6 +23,7 @@ from training.models import model_files
 from training.models.precision import check_hardware
 from training.strategies import get_strategy
 from training.strategies.base import EvaluationSet, TrainingResult
+from training.workload_packages import load_function
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -178,8 +179,6 @@ def train_and_stop(spec: RunSpec, master: str | None = None) -> dict[str, Any]:
 
 def training_stages(spec: RunSpec) -> list[RunSpec]:
     """The runs the train step trains, in order (the workload's stages, e.g. transfer learning), else the run."""
-    from training.workloads import load_function
-
     if not spec.definition.training_stages:
         return [spec]
     return load_function(spec.definition.training_stages)(spec)

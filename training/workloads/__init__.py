@@ -12,14 +12,20 @@ import importlib
 from typing import TYPE_CHECKING
 
 from training.settings import RunSpecError
-from training.workload_packages import ENTRY_POINT_GROUP, WorkloadRegistrationError, packages, registrations
+from training.workload_packages import (
+    ENTRY_POINT_GROUP,
+    WorkloadRegistrationError,
+    load_function,
+    packages,
+    registrations,
+)
 from training.workloads.base import Trainable, WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec
 
 __all__ = ["ENTRY_POINT_GROUP", "Trainable", "WorkloadDefinition", "WorkloadRegistrationError", "definition",
-           "load_function", "names", "packages", "registry", "workload_for"]
+           "names", "packages", "registry", "workload_for"]
 
 
 def _load_definition(module_name: str, origin: str) -> WorkloadDefinition:
@@ -62,10 +68,6 @@ def definition(name: str) -> WorkloadDefinition:
         raise RunSpecError(f"workload={name!r}: must be one of {', '.join(names())}") from None
 
 
-def load_function(reference: str):  # noqa: ANN201 - returns whatever the named function is
-    """``"package.module:function"`` → the function (imports the module)."""
-    module_name, _, function_name = reference.partition(":")
-    return getattr(importlib.import_module(module_name), function_name)
 
 
 def workload_for(spec: RunSpec) -> Trainable:
