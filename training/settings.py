@@ -13,7 +13,7 @@ import math
 import re
 import reprlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import SplitResult, urlsplit
 
 from training.contract import HOROVOD as HOROVOD_STRATEGY
@@ -64,6 +64,17 @@ _SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother = 2, SHOWN_CHA
 
 class RunSpecError(ValueError):
     """A run setting is invalid; the message names the setting and says why."""
+
+
+class RunSettings(Protocol):
+    """A run's settings as attributes — what ``training.config.RunSpec`` is. The modules below the run
+    specification (workload definitions, strategy rules) name the run they describe by this, not by importing
+    ``RunSpec``: it is built from their settings, so they sit under it."""
+
+    workload: str
+    strategy: str
+
+    def __getattr__(self, name: str) -> Any: ...
 
 
 def shown(value: Any) -> str:
@@ -423,5 +434,5 @@ def shared_setting(name: str) -> Setting:
 
 # Workload packages use these for their own settings.
 __all__ = ["ADVANCED", "AUGMENTATION", "CLUSTER", "DATA", "DATASET_SCHEMES", "DOWNPOUR", "HOROVOD",
-           "SECTIONS", "TRAINING", "DEFAULT_WORKLOAD", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES", "OPTIMIZERS",
-           "Setting", "shared_setting", "shown"]
+           "SECTIONS", "TRAINING", "DEFAULT_WORKLOAD", "RunSettings", "RunSpecError", "SHARED_SETTINGS", "STRATEGIES",
+           "OPTIMIZERS", "Setting", "shared_setting", "shown"]

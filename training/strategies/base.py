@@ -6,12 +6,12 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from training.contract import VALIDATION_SPLIT
+from training.settings import RunSettings
 
 if TYPE_CHECKING:
     import numpy as np
     from pyspark.sql import SparkSession
 
-    from training.config import RunSpec
 
 
 class TrainingInterruptedError(RuntimeError):
@@ -61,5 +61,5 @@ class Strategy(Protocol):
 
     name: str
 
-    def train(self, spec: RunSpec, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
+    def train(self, spec: RunSettings, shards_uri: str, evaluation: EvaluationSet, run_uri: str,
               spark: SparkSession) -> TrainingResult: ...

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from training.contract import AVERAGING, DOWNPOUR, HOROVOD, STRATEGIES
-from training.settings import RunSpecError, shared_setting
+from training.settings import RunSettings, RunSpecError, shared_setting
 
 if TYPE_CHECKING:
-    from training.config import RunSpec
     from training.strategies.base import Strategy
 
 # How a strategy's workers communicate, as the cost model (training.study.cost_model) prices it.
@@ -40,11 +39,11 @@ class StrategyRules:
     asynchronous: bool = False
     pushes_and_fetches: bool = False  # reads n_push and n_fetch (a study varies n_push for it)
     keeps_weight_average: bool = False  # honours weight_average_decay
-    refuse: Callable[[RunSpec], None] | None = None  # its own checks of a run; raises RunSpecError
+    refuse: Callable[[RunSettings], None] | None = None  # its own checks of a run; raises RunSpecError
     # the fewest examples a worker's shard may hold for one of its steps, and why
-    examples_per_step: Callable[[RunSpec], tuple[int, str]] | None = None
+    examples_per_step: Callable[[RunSettings], tuple[int, str]] | None = None
 
-    def check(self, spec: RunSpec) -> None:
+    def check(self, spec: RunSettings) -> None:
         """Refuse a run this strategy cannot train, naming the setting (RunSpecError)."""
         if spec.weight_average_decay and not self.keeps_weight_average:
             keepers = " or ".join(rules.name for rules in RULES if rules.keeps_weight_average)
@@ -53,7 +52,7 @@ class StrategyRules:
         if self.refuse is not None:
             self.refuse(spec)
 
-    def examples_per_worker_needed(self, spec: RunSpec) -> tuple[int, str]:
+    def examples_per_worker_needed(self, spec: RunSettings) -> tuple[int, str]:
         if self.examples_per_step is not None:
             return self.examples_per_step(spec)
         batch = spec.batch_size_per_worker
@@ -65,18 +64,18 @@ class StrategyRules:
         return getattr(importlib.import_module(module), name)()
 
 
-def _horovod_step(spec: RunSpec) -> tuple[int, str]:
+def _horovod_step(spec: RunSettings) -> tuple[int, str]:
     batch, passes = spec.batch_size_per_worker, spec.backward_passes_per_step
     return batch * passes, f"batch_size_per_worker {batch} × backward_passes_per_step {passes}"
 
 
-def _averaging_step(spec: RunSpec) -> tuple[int, str]:
+def _averaging_step(spec: RunSettings) -> tuple[int, str]:
     batch, rounds = spec.batch_size_per_worker, spec.rounds_per_epoch
     # every round trains on its own 1/rounds_per_epoch of the shard
     return batch * rounds, f"batch_size_per_worker {batch} × rounds_per_epoch {rounds}"
 
 
-def _refuse_for_downpour(spec: RunSpec) -> None:
+def _refuse_for_downpour(spec: RunSettings) -> None:
     if spec.worker_optimizer != shared_setting("worker_optimizer").default:
         raise RunSpecError(f"worker_optimizer={spec.worker_optimizer!r}: Downpour's workers step with "
                            f"server_optimizer (now {spec.server_optimizer!r}); set that instead")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import TYPE_CHECKING
 
-from training.settings import RunSpecError
+from training.settings import RunSettings, RunSpecError
 from training.workload_packages import (
     ENTRY_POINT_GROUP,
     WorkloadRegistrationError,
@@ -20,9 +19,6 @@ from training.workload_packages import (
     registrations,
 )
 from training.workloads.base import Trainable, WorkloadDefinition
-
-if TYPE_CHECKING:
-    from training.config import RunSpec
 
 __all__ = ["ENTRY_POINT_GROUP", "Trainable", "WorkloadDefinition", "WorkloadRegistrationError", "definition",
            "names", "packages", "registry", "workload_for"]
@@ -70,7 +66,7 @@ def definition(name: str) -> WorkloadDefinition:
 
 
 
-def workload_for(spec: RunSpec) -> Trainable:
+def workload_for(spec: RunSettings) -> Trainable:
     """The trainable side of the run's workload (model builder, optimizer, readers) at the run's compute precision:
     training environment only."""
     from training.models.precision import with_precision

@@ -8,12 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from training.settings import Setting
+from training.settings import RunSettings, Setting
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from training.config import RunSpec
 
 
 @dataclass(frozen=True)
@@ -29,19 +28,19 @@ class WorkloadDefinition:
     title: str  # the DAG's display name
     description: str  # one line: the pipeline's shape
     steps: tuple[str, ...]  # pipeline stages in order (training.contract.STEPS)
-    raw_uri: Callable[[RunSpec], str]  # what ingest publishes
-    train_uri: Callable[[RunSpec], str]  # what shard and train read (the augmented dataset, or raw_uri)
+    raw_uri: Callable[[RunSettings], str]  # what ingest publishes
+    train_uri: Callable[[RunSettings], str]  # what shard and train read (the augmented dataset, or raw_uri)
     ingest: str  # "module:function(spec, overwrite) -> (manifest, created)"
     trainable: str  # "module:function(spec) -> Trainable"
     default_source: str  # the offline default of data_source
     settings: tuple[Setting, ...] = ()  # settings only this workload has
     defaults: Mapping[str, Any] = field(default_factory=dict)  # this workload's defaults for shared settings
     source_help: str = ""  # what data_source accepts, for the form and --help
-    check: Callable[[RunSpec], None] | None = None  # checks across settings; raises RunSpecError
+    check: Callable[[RunSettings], None] | None = None  # checks across settings; raises RunSpecError
     # Whether a run's model normalizes batches: statistics beside its trainable weights, which a strategy that
     # shares trainable weights only (Downpour) refuses (training.strategies.rules). None: never.
-    batch_norm: Callable[[RunSpec], bool] | None = None
-    check_source: Callable[[RunSpec], None] | None = None  # the data source exists; raises RunSpecError
+    batch_norm: Callable[[RunSettings], bool] | None = None
+    check_source: Callable[[RunSettings], None] | None = None  # the data source exists; raises RunSpecError
     assets: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # step → (Airflow asset name, URI)
     tags: tuple[str, ...] = ()
     # Steps this workload runs with a module of its own instead of training.jobs.<step> (run_step + main).
@@ -54,7 +53,7 @@ class WorkloadDefinition:
     branch_steps: tuple[str, ...] = ()
     # Settings whose non-empty values name subdirectories of the run directory, in order (default: the branch).
     run_path_settings: tuple[str, ...] = ()
-    # "module:function(spec) -> list[RunSpec]": the train step's runs in order, each trained like any run (its own
+    # "module:function(spec) -> list[RunSettings]": the train step's runs in order, each trained like any run (its own
     # directory, checkpoints and MLflow run), the last one's result becoming the run's; it raises RunSpecError for
     # settings it cannot train, before any training starts. Empty: the run itself, once (speaker verification:
     # keyword spotter → head with the transferred trunk frozen → fine-tuning).
