@@ -105,7 +105,7 @@ def fresh(spec) -> None:
 
 def ring_bytes(spec, steps_per_epoch: int, epochs: int) -> float:
     """What Horovod's ring all-reduce sends, all workers together: 2(N-1) × 4 bytes × parameters per step."""
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     parameters = workload_for(spec).build_model().count_params()
     return 2 * (spec.total_workers - 1) * 4 * parameters * steps_per_epoch * epochs

@@ -364,7 +364,7 @@ def train_peer(spec_mapping: dict[str, Any], mode: str, frequency: str, timeout_
     from training.config import RunSpec
     from training.contract import VALIDATION_SPLIT
     from training.models.optimizers import make_optimizer
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping).with_changes(nodes=1, workers_per_node=WORKERS).validate()
     workload = workload_for(spec)

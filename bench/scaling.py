@@ -60,7 +60,7 @@ def single_process(spec_mapping: dict[str, Any], threads: int, rank: int, worker
     from training.strategies.evaluation_clock import EvaluationClock
     from training.strategies.input_pipeline import training_dataset
     from training.strategies.placement import configure_tensorflow_threads
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     spec = RunSpec.from_mapping(spec_mapping)
     configure_tensorflow_threads(threads)
@@ -257,7 +257,7 @@ def result_tables(settings: dict[str, Any], rows: list[dict[str, Any]], target_e
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    from training import workloads
+    from training import workload_registry as workloads
 
     parser.add_argument("--workload", default="mnist_elastic_cnn", choices=workloads.names(),
                         help="what to train (default mnist_elastic_cnn; kws_densenet_bilstm skips the knob sweep)")

@@ -64,7 +64,7 @@ def train_strategy(spec, spark, run_name: str) -> dict[str, Any]:
 
 
 def model_bytes(spec) -> int:
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     return sum(weights.nbytes for weights in workload_for(spec).build_model().get_weights())
 

@@ -32,7 +32,7 @@ fi
 spec_of() {  # $1 = config, $2 = json | args
     .venv/airflow/bin/python - "$dag_id" "$1" "${DEMO_CONF:-}" "$2" "${DEMO_PRESET:-}" <<'PY'
 import hashlib, json, os, re, sys
-from training import workloads
+from training import workload_registry as workloads
 from training.config import RunSpec, json_values, preset_values
 from training.settings import RunSpecError, shown
 from training.strict_json import JsonError, loads_object
@@ -85,7 +85,7 @@ done
 elapsed=$(( $(date +%s) - started ))
 
 evaluate_module=$(.venv/airflow/bin/python -c \
-    "from training import workloads; print(workloads.definition('$dag_id').job_module('evaluate'))")
+    "from training import workload_registry as workloads; print(workloads.definition('$dag_id').job_module('evaluate'))")
 # The summary is also kept in var/demo-<dag>-summary.txt: `make record-results` copies it into docs/results.
 summary=var/demo-$dag_id-summary.txt
 {
@@ -109,7 +109,7 @@ for app in sorted(apps, key=lambda app: app["startedTime"]):
     print(f"  {app['id']}  {app['name']:<22} {app['finalStatus']:<10} {app['elapsedTime'] / 1000:6.1f} s")
 PY
 fi
-steps=$(.venv/airflow/bin/python -c "from training import workloads; print(' → '.join(workloads.definition('$dag_id').steps))")
+steps=$(.venv/airflow/bin/python -c "from training import workload_registry as workloads; print(' → '.join(workloads.definition('$dag_id').steps))")
 echo "demo wall time    ${elapsed} s for: $configs (each: validate → $steps)"
 echo
 store=""  # the UIs must open the store this demo wrote to

@@ -14,7 +14,7 @@ from cloudburst_hdfs import LandingZoneSensor, ManifestSensor
 from cloudburst_operators import CloudburstCommandOperator, CloudburstSparkJobOperator, validate_run
 from cloudburst_params import run_params
 
-from training import workloads
+from training import workload_registry as workloads
 from training.contract import SPARK_STEPS, TRAIN
 from training.settings import STRATEGIES
 

@@ -22,7 +22,8 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import Asset, BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from training import storage, workloads
+from training import storage
+from training import workload_registry as workloads
 from training.config import RunSpec, RunSpecError, run_name_from, shard_rows
 from training.contract import (
     EVALUATE,

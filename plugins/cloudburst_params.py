@@ -8,7 +8,7 @@ import dataclasses
 
 from airflow.sdk import Param
 
-from training import workloads
+from training import workload_registry as workloads
 from training.config import workload_defaults, workload_settings
 
 

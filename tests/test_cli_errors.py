@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from training import workloads
+from training import workload_registry as workloads
 
 BAD_SETTINGS = [
     ["--workers-per-node", "0"],

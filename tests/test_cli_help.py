@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from training import cli, workloads
+from training import cli
+from training import workload_registry as workloads
 from training.config import SETTINGS, RunSpec, workload_settings
 from training.contract import STEPS
 from training.settings import SECTIONS

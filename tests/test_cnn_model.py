@@ -41,7 +41,7 @@ def test_batch_norm_replaces_the_convolutions_bias_with_four_statistics_a_channe
 
 
 def test_the_size_settings_reach_the_workloads_model_and_are_bounded():
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     spec = RunSpec.from_mapping({"workload": "mnist_elastic_cnn", "convolutions_per_stage": 2, "dense_units": 256})
     assert workload_for(spec).build_model().count_params() == 329_962

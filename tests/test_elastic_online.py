@@ -66,7 +66,7 @@ def test_alpha_zero_changes_nothing_and_nonsense_parameters_are_refused():
 
 def test_the_mnist_workload_deforms_batches_only_when_asked_and_through_the_input_pipeline():
     from training.strategies.input_pipeline import training_dataset
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     assert workload_for(RunSpec(workload="mnist_elastic_cnn")).augment_batch is None
     workload = workload_for(RunSpec(workload="mnist_elastic_cnn", online_elastic=True))
@@ -99,7 +99,7 @@ def test_a_fraction_deforms_that_share_of_a_batch_and_leaves_the_rest_exactly_as
 
 def test_elastic_fraction_is_a_setting_that_needs_online_elastic():
     from training.settings import RunSpecError
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     RunSpec(workload="mnist_elastic_cnn", online_elastic=True, elastic_fraction=0.5).validate()
     with pytest.raises(RunSpecError, match="elastic_fraction=0.5: only applies with online_elastic"):
@@ -190,7 +190,7 @@ def test_a_shift_moves_each_chosen_image_as_a_whole_within_its_bound_and_leaves_
 
 def test_rotation_scaling_and_shift_are_settings_that_need_online_elastic():
     from training.settings import RunSpecError
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     spec = RunSpec(workload="mnist_elastic_cnn", online_elastic=True, rotation_degrees=15.0, scale_jitter=0.15)
     spec.validate()

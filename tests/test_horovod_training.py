@@ -42,7 +42,7 @@ def test_two_horovod_ranks_end_with_identical_weights_and_learn(spark, small_spe
     assert result.extra["network_interface"] == "lo"  # local mode: no interface that may vanish mid-run
     assert (Path(storage.resolve(result.model_uri).path) / "weights.npz").is_file()
     # The ring's bytes: 2 ranks each send their float32 gradients once per step (2(N−1)/N of them, N = 2).
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     gradients = 4 * workload_for(small_spec).build_model().count_params()
     assert result.metrics["bytes_moved"] == 2 * gradients * result.extra["steps_per_epoch"] * small_spec.epochs
@@ -73,7 +73,7 @@ def test_the_worker_optimizer_setting_is_what_the_ranks_step_with(spark, small_s
 def test_with_weight_averaging_the_ranks_evaluate_and_save_the_average(spark, small_spec):
     from training.models.model_files import load_model
     from training.strategies.evaluation_clock import correct_predictions
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     spec = small_spec.with_changes(epochs=2, weight_average_decay=0.9, run_name="averaged")
     evaluation = EvaluationSet(spec.augmented_uri())

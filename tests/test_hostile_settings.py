@@ -113,7 +113,7 @@ def test_a_study_name_that_would_make_bad_run_names_is_refused(name):
 
 
 def test_every_preset_name_fits_in_the_demo_s_run_names():
-    from training import workloads
+    from training import workload_registry as workloads
 
     longest_strategy = max(setting("strategy").choices, key=len)
     for definition in workloads.registry().values():

@@ -223,7 +223,7 @@ def test_training_runs_on_both_hosts_through_yarn_and_its_traffic_crosses_their_
     if strategy == "downpour":
         assert moved > 0 and sum(carried.values()) >= 0.9 * moved
     else:  # ring all-reduce of two: each worker sends and receives its gradients (float32) every step
-        from training.workloads import workload_for
+        from training.workload_registry import workload_for
 
         parameters = workload_for(spec).build_model().count_params()
         assert moved == 2 * 4 * parameters * int(run.data.tags["steps_per_epoch"]) * spec.epochs

@@ -11,7 +11,7 @@ from training import machine_speed
 from training.config import RunSpec
 from training.models import precision
 from training.settings import RunSpecError
-from training.workloads import workload_for
+from training.workload_registry import workload_for
 from training.workloads.mnist_elastic_cnn.model import simard_cnn
 
 AMX_FLAGS = "processor\t: 0\nflags\t\t: fpu sse avx512f amx_tile amx_bf16 amx_int8\n"

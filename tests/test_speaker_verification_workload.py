@@ -213,7 +213,7 @@ def test_each_branch_has_its_own_features_shards_and_run_directory_and_whole_run
 
 
 def test_the_trainable_classifies_the_training_speakers_and_ramps_the_margin_of_its_one_loss(corpus, tmp_path):
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
     from training.workloads.speaker_verification import trainable
     from training.workloads.speaker_verification.angular_margin import AdditiveAngularMarginLoss, ramped_margin
 
@@ -237,7 +237,7 @@ def test_the_trainable_classifies_the_training_speakers_and_ramps_the_margin_of_
 
 
 def test_the_trainable_needs_an_embedding_model():
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     with pytest.raises(RunSpecError, match="embedding_model"):
         workload_for(RunSpec(workload="speaker_verification"))

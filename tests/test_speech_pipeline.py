@@ -68,7 +68,7 @@ def test_features_shard_like_images_and_feed_a_real_strategy(spark, clips, tmp_p
 
 def test_the_model_has_as_many_classes_as_the_data(spark, tmp_path):
     """The 35-word task on a corpus with fewer words (v0.01 has 30) trains and evaluates on the words it has."""
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
 
     spec = RunSpec(workload="kws_densenet_bilstm", kws_task=35, augment_copies=0, data_root=str(tmp_path / "root"),
                    data_source=str(make_corpus(tmp_path / "corpus", bad=False)))

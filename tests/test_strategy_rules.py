@@ -1,4 +1,4 @@
-"""Each strategy's rules are declared once (training/strategies/rules.py): the setting's choices, validation, the
+"""Each strategy's rules are declared once (training/strategy_rules.py): the setting's choices, validation, the
 study plan and the cost model ask them; nothing outside the strategies compares strategy names."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from training.config import RunSpec, RunSpecError
 from training.settings import STRATEGIES
 from training.strategies import get_strategy
-from training.strategies.rules import RULES, rules_of
+from training.strategy_rules import RULES, rules_of
 from training.study import cost_model
 
 
@@ -20,7 +20,7 @@ def test_the_strategy_choices_are_the_registered_rules():
 
 
 def test_the_rules_import_without_tensorflow():
-    probe = "import sys, training.strategies.rules, training.settings; print(sorted({m.split('.')[0] for m in " \
+    probe = "import sys, training.strategy_rules, training.settings; print(sorted({m.split('.')[0] for m in " \
             "sys.modules} & {'tensorflow', 'numpy', 'horovod', 'pyspark'}))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from training import workloads
+from training import workload_registry as workloads
 from training.config import RunSpec
 from training.settings import RunSpecError
 from training.study import plan as study_plan

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from training import workload_packages, workloads
+from training import workload_packages
+from training import workload_registry as workloads
 from training.models import architecture
 
 WORKLOAD_MODULE = '''
 from training.contract import EVALUATE, INGEST, SHARD, TRAIN
-from training.workloads.base import WorkloadDefinition
+from training.workload_definition import WorkloadDefinition
 
 DEFINITION = WorkloadDefinition(
     name={name!r}, title="Installed", description="from an installed distribution",
@@ -71,7 +72,7 @@ def test_an_installed_distribution_registers_its_workload_after_the_built_ins(si
     ("broken = installed_failing", {"installed_failing": "raise RuntimeError('no GPU here\\nsecond line')"},
      "cannot import workload module 'installed_failing' (RuntimeError: no GPU here)"),
     ("broken = installed_empty", {"installed_empty": "DEFINITION = {'name': 'x'}"},
-     "module 'installed_empty' must expose DEFINITION, a training.workloads.base.WorkloadDefinition; it has dict"),
+     "module 'installed_empty' must expose DEFINITION, a training.workload_definition.WorkloadDefinition; it has dict"),
     ("clash = installed_clash", {"installed_clash": WORKLOAD_MODULE.format(name="mnist_elastic_cnn",
                                                                            module="installed_clash")},
      "module 'installed_clash' defines workload 'mnist_elastic_cnn', registered already by module "

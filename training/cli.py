@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from training import workloads
+from training import workload_registry as workloads
 from training.config import SETTINGS, RunSpec, all_settings, before_training, workload_defaults, workload_settings
 from training.console import configure_logging
 from training.contract import SPARK_STEPS, STEPS

@@ -12,7 +12,7 @@ log = logging.getLogger("training.cli")
 
 def main(argv: list[str] | None = None) -> int:
     from training.console import configure_logging
-    from training.workloads import WorkloadRegistrationError, registry
+    from training.workload_registry import WorkloadRegistrationError, registry
 
     try:
         registry()

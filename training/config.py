@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from training import workloads
+from training import workload_registry as workloads
 from training.contract import REPO_ROOT, TRAIN
 from training.settings import (
     OPTIMIZERS,
@@ -31,7 +31,7 @@ from training.settings import (
     shown,
     shown_names,
 )
-from training.strategies.rules import StrategyRules, rules_of
+from training.strategy_rules import StrategyRules, rules_of
 
 __all__ = ["REPO_ROOT", "OPTIMIZERS", "STRATEGIES", "RunSpec", "RunSpecError", "all_settings", "json_values",
            "preset_values", "run_name_from", "setting", "shard_rows", "workload_defaults", "workload_settings"]
@@ -116,7 +116,7 @@ class _RunSpecMethods:
 
     @property
     def strategy_rules(self) -> StrategyRules:
-        """What this run's strategy requires and how it trains (training.strategies.rules)."""
+        """What this run's strategy requires and how it trains (training.strategy_rules)."""
         return rules_of(self.strategy)
 
     # Locations ------------------------------------------------------------------------------------------------

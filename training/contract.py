@@ -71,7 +71,7 @@ EVALUATION_SPLITS = (VALIDATION_SPLIT, TEST_SPLIT)
 MNIST_IMAGES = "mnist-images"
 IMAGE_SHARDS = "image-shards"
 # Distribution strategies, by name: the ``strategy`` setting's choices. Each one declares its rules (checks, the
-# settings it reads, its communication for the cost model, the class that trains it) in training/strategies/rules.py.
+# settings it reads, its communication for the cost model, the class that trains it) in training/strategy_rules.py.
 HOROVOD, DOWNPOUR, AVERAGING = "horovod", "downpour", "averaging"
 STRATEGIES = (HOROVOD, DOWNPOUR, AVERAGING)
 # The speech workloads' own names (clips, features, layouts, the corpus' generator) are in training.speech.constants.

@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from training import workloads
+from training import workload_registry as workloads
 from training.config import SETTINGS, workload_defaults
 from training.settings import SECTIONS, SHARED_SETTINGS, Setting
 

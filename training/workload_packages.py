@@ -51,6 +51,6 @@ def packages() -> tuple[str, ...]:
 
 def load_function(reference: str):  # noqa: ANN201 - returns whatever the named function is
     """``"package.module:function"`` → the function (imports the module): how a definition's steps, readers and
-    builders are named (training.workloads.base.WorkloadDefinition)."""
+    builders are named (training.workload_definition.WorkloadDefinition)."""
     module_name, _, function_name = reference.partition(":")
     return getattr(importlib.import_module(module_name), function_name)

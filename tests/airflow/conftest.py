@@ -109,7 +109,7 @@ def mlflow_store_uri(tmp_path):
         return
     import mlflow
 
-    from training import workloads
+    from training import workload_registry as workloads
 
     uri = _postgres_database("mlflow")
     client = mlflow.MlflowClient(uri)

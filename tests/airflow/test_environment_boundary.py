@@ -24,7 +24,8 @@ class Blocker(importlib.abc.MetaPathFinder):
 sys.meta_path.insert(0, Blocker())
 sys.path[:0] = [{str(REPO_ROOT / "plugins")!r}, {str(REPO_ROOT / "dags")!r}]
 import cloudburst_dags, cloudburst_operators, cloudburst_params
-from training import contract, workloads
+from training import contract
+from training import workload_registry as workloads
 from training.config import RunSpec
 for name in workloads.names():
     dag = cloudburst_dags.workload_dag(name)

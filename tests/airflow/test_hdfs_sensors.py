@@ -11,7 +11,8 @@ from urllib.parse import urlparse
 
 import pytest
 
-from training import storage, workloads
+from training import storage
+from training import workload_registry as workloads
 
 MNIST = "mnist_elastic_cnn"
 

@@ -87,7 +87,7 @@ def test_an_asset_triggered_run_starts_model_a_from_the_spotter_the_newest_event
 
     from cloudburst_operators import run_spec, validate_run
 
-    from training import workloads
+    from training import workload_registry as workloads
 
     name, uri = workloads.definition(DAG_ID).scheduled_on
     day = datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)
@@ -112,7 +112,7 @@ def test_an_asset_event_without_a_run_is_refused_in_one_line(triggering_events, 
 
     from cloudburst_operators import validate_run
 
-    from training import workloads
+    from training import workload_registry as workloads
 
     name, uri = workloads.definition(DAG_ID).scheduled_on
     events = triggering_events((name, uri, extra, datetime.datetime(2026, 12, 2, tzinfo=datetime.UTC)))
@@ -125,7 +125,7 @@ def test_an_asset_event_naming_no_run_directory_is_refused(triggering_events):
 
     from cloudburst_operators import validate_run
 
-    from training import workloads
+    from training import workload_registry as workloads
 
     name, uri = workloads.definition(DAG_ID).scheduled_on
     events = triggering_events((name, uri, {"uri": "relative/run dir"},

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from training.contract import EVALUATE, INGEST, SHARD, TRAIN
-from training.workloads.base import WorkloadDefinition
+from training.workload_definition import WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec

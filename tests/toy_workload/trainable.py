@@ -9,7 +9,7 @@ import numpy as np
 from training import sharding, storage
 from training.datasets import image_records
 from training.models.architecture import recorded
-from training.workloads.base import Trainable
+from training.workload_definition import Trainable
 
 if TYPE_CHECKING:
     from training.config import RunSpec

@@ -9,7 +9,7 @@ hide::
     samples/s = workers × batch / step
 
 Bytes a worker sends per step (P parameters of 4 bytes; fp16 compression halves an all-reduce's), by the
-communication pattern each strategy declares (training.strategies.rules):
+communication pattern each strategy declares (training.strategy_rules):
 
     all-reduce        2(N−1)/N × 4P          ring all-reduce of N workers, every step (horovod)
     parameter-server  4P/n_push + 4P/n_fetch  its pushes and fetches, through its link to the server (whose own
@@ -38,7 +38,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from training.settings import STRATEGIES
-from training.strategies.rules import ALL_REDUCE, PARAMETER_SERVER, RULES, rules_of
+from training.strategy_rules import ALL_REDUCE, PARAMETER_SERVER, RULES, rules_of
 
 BYTES_PER_PARAMETER = 4  # float32
 
@@ -66,7 +66,7 @@ class Configuration:
 
     @property
     def communication(self) -> str:
-        """How this strategy's workers communicate (training.strategies.rules)."""
+        """How this strategy's workers communicate (training.strategy_rules)."""
         return rules_of(self.strategy).communication
 
     def __post_init__(self) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from training import workloads
+from training import workload_registry as workloads
 from training.config import RunSpec, json_values, setting, workload_defaults
 from training.settings import (
     DEFAULT_WORKLOAD,
@@ -24,7 +24,7 @@ from training.settings import (
     shown,
     shown_names,
 )
-from training.strategies.rules import rules_of
+from training.strategy_rules import rules_of
 from training.strict_json import loads_object
 
 GRID = "Grid"

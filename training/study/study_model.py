@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from training.strategies.rules import rules_of
+from training.strategy_rules import rules_of
 from training.study import cost_model
 from training.study.plan import BASELINE, CEILING, RUN
 

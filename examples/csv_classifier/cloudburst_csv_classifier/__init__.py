@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from training.contract import EVALUATE, INGEST, SHARD, TRAIN
 from training.settings import DATA, TRAINING, RunSpecError, Setting, shown
-from training.workloads.base import WorkloadDefinition
+from training.workload_definition import WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec

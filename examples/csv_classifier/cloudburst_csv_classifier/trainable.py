@@ -12,7 +12,7 @@ from cloudburst_csv_classifier.table import SPLITS, parse_table, read_csv, split
 from training import sharding, storage
 from training.datasets import image_records
 from training.models.architecture import recorded
-from training.workloads.base import Trainable
+from training.workload_definition import Trainable
 
 if TYPE_CHECKING:
     from training.config import RunSpec

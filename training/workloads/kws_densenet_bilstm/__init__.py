@@ -27,7 +27,7 @@ from training.speech.corpus_settings import (
     held_out_families,
     source_id,
 )
-from training.workloads.base import WorkloadDefinition
+from training.workload_definition import WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec

@@ -13,7 +13,7 @@ from training.datasets import image_records
 from training.speech.corpus_settings import held_out_families
 from training.speech.corpus_source import corpus_source
 from training.speech.feature_records import load_shard, load_split
-from training.workloads.base import Trainable
+from training.workload_definition import Trainable
 
 if TYPE_CHECKING:
     from training.config import RunSpec

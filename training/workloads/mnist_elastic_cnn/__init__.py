@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 
 from training.contract import AUGMENT, EVALUATE, INGEST, REPO_ROOT, SHARD, TRAIN
 from training.settings import AUGMENTATION, DATA, TRAINING, RunSpecError, Setting, shown
-from training.workloads.base import WorkloadDefinition
+from training.workload_definition import WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec
@@ -147,7 +147,7 @@ DEFINITION = WorkloadDefinition(
                 "an hdfs:// landing zone the DAG waits for — or an http(s) base URL; empty: the copy vendored in the "
                 "repository (offline).",
     check=check,
-    batch_norm=uses_batch_norm,  # Downpour refuses it (training.strategies.rules)
+    batch_norm=uses_batch_norm,  # Downpour refuses it (training.strategy_rules)
     check_source=check_source,
     assets={INGEST: ("mnist_raw", "x-cloudburst://datasets/mnist/raw"),
             AUGMENT: ("mnist_elastic", "x-cloudburst://datasets/mnist/elastic"),

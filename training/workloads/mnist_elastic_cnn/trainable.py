@@ -8,7 +8,7 @@ import numpy as np
 
 from training import sharding
 from training.datasets import image_records
-from training.workloads.base import Trainable
+from training.workload_definition import Trainable
 from training.workloads.mnist_elastic_cnn import NUM_CLASSES
 
 if TYPE_CHECKING:

@@ -25,8 +25,8 @@ from training.speech.corpus_settings import (
     held_out_families,
     source_id,
 )
+from training.workload_definition import WorkloadDefinition
 from training.workloads import kws_densenet_bilstm as keyword_spotting  # scheduled on its model (transfer_from)
-from training.workloads.base import WorkloadDefinition
 
 if TYPE_CHECKING:
     from training.config import RunSpec

@@ -93,7 +93,7 @@ def score_model(spec: RunSpec, model: str) -> dict[str, Any]:
     from training.evaluation.classification import accuracy, confusion_matrix
     from training.models.model_files import load_run_model
     from training.strategies.evaluation_clock import model_inputs, predicted_classes
-    from training.workloads import workload_for
+    from training.workload_registry import workload_for
     from training.workloads.speaker_verification.speaker_clips import read_clip_table
     from training.workloads.speaker_verification.speaker_embedding import embedding_model, parameter_count
 

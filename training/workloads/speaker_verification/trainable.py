@@ -12,7 +12,7 @@ from training.speech import speech_commands as layout
 from training.speech.corpus_settings import held_out_families
 from training.speech.corpus_source import corpus_source
 from training.speech.feature_records import load_shard, load_split
-from training.workloads.base import Trainable
+from training.workload_definition import Trainable
 from training.workloads.speaker_verification import MODEL_A, MODEL_B, SPOTTER
 
 if TYPE_CHECKING:

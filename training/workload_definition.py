@@ -38,7 +38,7 @@ class WorkloadDefinition:
     source_help: str = ""  # what data_source accepts, for the form and --help
     check: Callable[[RunSettings], None] | None = None  # checks across settings; raises RunSpecError
     # Whether a run's model normalizes batches: statistics beside its trainable weights, which a strategy that
-    # shares trainable weights only (Downpour) refuses (training.strategies.rules). None: never.
+    # shares trainable weights only (Downpour) refuses (training.strategy_rules). None: never.
     batch_norm: Callable[[RunSettings], bool] | None = None
     check_source: Callable[[RunSettings], None] | None = None  # the data source exists; raises RunSpecError
     assets: Mapping[str, tuple[str, str]] = field(default_factory=dict)  # step → (Airflow asset name, URI)

@@ -13,13 +13,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from training.contract import AVERAGING, DOWNPOUR, HOROVOD, STRATEGIES
 from training.settings import RunSettings, RunSpecError, shared_setting
-
-if TYPE_CHECKING:
-    from training.strategies.base import Strategy
 
 # How a strategy's workers communicate, as the cost model (training.study.cost_model) prices it.
 ALL_REDUCE = "all-reduce"  # every step, a ring all-reduce of the gradients among the workers
@@ -58,7 +55,7 @@ class StrategyRules:
         batch = spec.batch_size_per_worker
         return batch, f"batch_size_per_worker {batch}"
 
-    def trainer(self) -> Strategy:
+    def trainer(self) -> Any:  # a training.strategies.base.Strategy, which stands above the rules
         """An instance of the class that trains with this strategy (imports TensorFlow, Horovod or Spark)."""
         module, name = self.trains_with.split(":")
         return getattr(importlib.import_module(module), name)()
@@ -95,7 +92,7 @@ RULES: tuple[StrategyRules, ...] = (
 )
 _BY_NAME = {rules.name: rules for rules in RULES}
 if tuple(_BY_NAME) != STRATEGIES:
-    raise ImportError(f"training.strategies.rules declares {', '.join(_BY_NAME)}; training.contract.STRATEGIES "
+    raise ImportError(f"training.strategy_rules declares {', '.join(_BY_NAME)}; training.contract.STRATEGIES "
                       f"names {', '.join(STRATEGIES)}: one StrategyRules per name, in that order")
 
 
