@@ -88,14 +88,26 @@ ensure_venv() {
   fi
 }
 
+# An environment is rebuilt only when the files that decide its contents changed: their hash is its stamp.
+env_is_current() {  # VENV NAME STAMP
+  if [ -f "$1/.cloudburst-stamp" ] && [ "$(cat "$1/.cloudburst-stamp")" = "$3" ]; then
+    log "$2 environment up to date ($1)"; return 0
+  fi
+  return 1
+}
+
+env_ready() {  # VENV NAME STAMP: checked, then stamped
+  "$1/bin/pip" check
+  echo "$3" > "$1/.cloudburst-stamp"
+  log "$2 environment ready"
+}
+
 build_training_env() {
   local venv="$venv_root/training"
   local stamp
   stamp=$(stamp_of "$requirements_dir/training.txt" "$requirements_dir/training-constraints.txt" \
                    "$requirements_dir/horovod.txt" "$repo_root/pyproject.toml")
-  if [ -f "$venv/.cloudburst-stamp" ] && [ "$(cat "$venv/.cloudburst-stamp")" = "$stamp" ]; then
-    log "training environment up to date ($venv)"; return
-  fi
+  env_is_current "$venv" training "$stamp" && return
   ensure_venv "$venv"
   log "installing training requirements (TensorFlow, pyspark 3.5, MLflow) — a few minutes when cold"
   pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/training.txt" \
@@ -108,41 +120,31 @@ build_training_env() {
     pip_quietly "$venv/bin/pip" install -q --no-build-isolation -r "$requirements_dir/horovod.txt" \
       -c "$requirements_dir/training-constraints.txt"
   pip_quietly "$venv/bin/pip" install -q --no-deps -e "$repo_root"
-  "$venv/bin/pip" check
-  echo "$stamp" > "$venv/.cloudburst-stamp"
-  log "training environment ready"
+  env_ready "$venv" training "$stamp"
 }
 
 build_airflow_env() {
   local venv="$venv_root/airflow"
   local stamp
   stamp=$(stamp_of "$requirements_dir/airflow.txt" "$repo_root/pyproject.toml")
-  if [ -f "$venv/.cloudburst-stamp" ] && [ "$(cat "$venv/.cloudburst-stamp")" = "$stamp" ]; then
-    log "airflow environment up to date ($venv)"; return
-  fi
+  env_is_current "$venv" airflow "$stamp" && return
   ensure_venv "$venv"
   log "installing Airflow requirements — a few minutes when cold"
   pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/airflow.txt"
   # Only the light modules (run specification, storage) are imported by DAGs; heavy ones load inside tasks.
   pip_quietly "$venv/bin/pip" install -q --no-deps -e "$repo_root"
-  "$venv/bin/pip" check
-  echo "$stamp" > "$venv/.cloudburst-stamp"
-  log "airflow environment ready"
+  env_ready "$venv" airflow "$stamp"
 }
 
 build_docs_env() {
   local venv="$venv_root/docs"
   local stamp
   stamp=$(stamp_of "$requirements_dir/docs.txt" "$requirements_dir/docs-constraints.txt")
-  if [ -f "$venv/.cloudburst-stamp" ] && [ "$(cat "$venv/.cloudburst-stamp")" = "$stamp" ]; then
-    log "docs environment up to date ($venv)"; return
-  fi
+  env_is_current "$venv" docs "$stamp" && return
   ensure_venv "$venv"
   log "installing the docs requirements (MkDocs, Material)"
   pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/docs.txt" -c "$requirements_dir/docs-constraints.txt"
-  "$venv/bin/pip" check
-  echo "$stamp" > "$venv/.cloudburst-stamp"
-  log "docs environment ready"
+  env_ready "$venv" docs "$stamp"
 }
 
 case "$only" in

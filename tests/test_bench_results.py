@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from docs_render import render
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BENCH = REPO_ROOT / "bench"
@@ -27,15 +28,6 @@ results = importlib.import_module("results")
 BENCHES = ("cluster_links", "cost_model_fit", "data_pipeline", "elastic_augmentation", "kws_generalisation",
            "roofline", "scaling", "speaker_verification", "strategies", "sv_trial_counts")
 
-
-def _render_module():
-    spec = importlib.util.spec_from_file_location("docs_render_for_benches", REPO_ROOT / "infra" / "docs" / "render.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-render = _render_module()
 
 
 def bench(name: str):

@@ -3,7 +3,6 @@ and the site builds in MkDocs' strict mode, where a broken link or anchor fails 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -12,21 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from docs_render import render
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MKDOCS = REPO_ROOT / ".venv" / "docs" / "bin" / "mkdocs"
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material 9.8 prints a notice on every build
 README_MOST_LINES = 200
 
-
-def _render_module():
-    spec = importlib.util.spec_from_file_location("docs_render", REPO_ROOT / "infra" / "docs" / "render.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-render = _render_module()
 
 
 @pytest.fixture
