@@ -26,3 +26,19 @@ def test_a_finished_run_is_reused_on_its_data_and_refused_on_other_data(tmp_path
         previous_result(spec, rebuilt)
     message = str(refused.value)
     assert "\n" not in message and "aaaa1111" in message and "bbbb2222" in message and spec.run_uri() in message
+
+
+def test_a_run_tracked_in_another_store_is_refused_in_one_line_and_one_in_this_store_is_returned(tmp_path):
+    from training import tracking
+
+    spec = RunSpec(data_root=str(tmp_path / "data"), run_name="elsewhere",
+                   tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.raises(RunSpecError) as refused:  # the data says "tracked", the store has never heard of it
+        tracking.tracked_run(spec, "0123456789abcdef0123456789abcdef")
+    message = str(refused.value)
+    assert "\n" not in message and "0123456789abcdef0123456789abcdef" in message
+    assert spec.resolved_tracking_uri() in message and "run_name" in message
+    mlflow_client = tracking.client(spec.resolved_tracking_uri())
+    experiment = mlflow_client.create_experiment("here")
+    run = mlflow_client.create_run(experiment)
+    assert tracking.tracked_run(spec, run.info.run_id).info.run_id == run.info.run_id

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote, urlparse
 
-from training.config import REPO_ROOT, RunSpec
+from training.config import REPO_ROOT, RunSpec, RunSpecError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -69,6 +69,20 @@ def sqlite_path(tracking_uri: str) -> Path | None:
     if not tracking_uri.startswith("sqlite:///"):
         return None
     return Path(tracking_uri[len("sqlite:///") :]).resolve()
+
+
+def tracked_run(spec: RunSpec, run_id: str) -> Any:
+    """The MLflow run a finished run directory says it was tracked as, from the run's store; refused in one line
+    when that store does not hold it (tracking_uri changed, or the store was deleted while the data stayed)."""
+    from mlflow.exceptions import MlflowException
+
+    tracking_uri = spec.resolved_tracking_uri()
+    try:
+        return client(tracking_uri).get_run(run_id)
+    except MlflowException:
+        raise RunSpecError(f"run {spec.run_name} was tracked as MLflow run {run_id}, which {tracking_uri} does not "
+                           f"hold: set tracking_uri to the store it was tracked in, or give the run another run_name "
+                           f"(or delete {spec.run_uri()}) to train it again") from None
 
 
 def client(tracking_uri: str) -> MlflowClient:

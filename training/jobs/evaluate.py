@@ -76,8 +76,7 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
 
 def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
     """The few lines a user wants at the end of a run."""
-    mlflow_client = tracking.client(spec.resolved_tracking_uri())
-    run = mlflow_client.get_run(evaluation["mlflow_run_id"])
+    run = tracking.tracked_run(spec, evaluation["mlflow_run_id"])
     metrics, tags = run.data.metrics, run.data.tags
     target = evaluation.get("time_to_target_seconds")
     splits = storage.require_manifest(spec.augmented_uri())["splits"]
@@ -116,7 +115,7 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
     elif tags.get(tracking.SPEEDUP_WITHHELD_TAG):
         lines.append(f"speedup           not shown: {tags[tracking.SPEEDUP_WITHHELD_TAG]}")
     elif "speedup" in metrics:
-        baseline_tags = mlflow_client.get_run(tags["baseline_run_id"]).data.tags
+        baseline_tags = tracking.client(spec.resolved_tracking_uri()).get_run(tags["baseline_run_id"]).data.tags
         to_target = metrics.get("time_to_target_speedup")
         to_target_text = (f"time to target {to_target:.2f}x" if to_target is not None and math.isfinite(to_target)
                           else f"no time-to-target ratio: {spec.target_accuracy:.1%} not reached by one run or both")

@@ -96,6 +96,7 @@ def train_run(spark: SparkSession, spec: RunSpec) -> dict[str, Any]:
     if record is not None:
         refuse_stale_result(spec, record, augmented)
     if record is not None and record.get("mlflow_run_id"):
+        tracking.tracked_run(spec, record["mlflow_run_id"])  # a run tracked in another store is refused, not skipped
         log.info("run %s already trained and tracked (MLflow run %s): nothing to do",
                  spec.run_name, record["mlflow_run_id"])
         return record
