@@ -2,10 +2,11 @@
 
 Every figure in README.md and docs/ comes from one of these files (infra/docs/render.py fills the marked places and
 fails on a typed figure). A file says when, on which commit and on which machine its values were measured, and by
-which command. Two sources (the benches write their own files through bench/results.py):
+which command. Three sources (the benches write their own files through bench/results.py):
 
     record.py tests  [--reports var/test-reports]   `make test`'s JUnit reports → make-test.json
     record.py demos  [--tracking-uri URI]            the newest `make demo*` runs in MLflow → demo-<workload>.json
+    record.py study  [--tracking-uri URI] --command C the newest scaling study's table and advice → study.json
 
 Run with the training environment (MLflow). Nothing here measures: it copies what a run recorded.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
-from results import publish  # noqa: E402  (bench/results.py: the one writer of result files)
+from results import publish, table  # noqa: E402  (bench/results.py: the one writer of result files)
 
 # The runs `make demo`, `make demo-kws` and `make demo-sv` make (infra/demo.sh): strategy, then configuration.
 DEMO_CONFIGURATIONS = ("1x1", "1x2")
@@ -109,20 +110,67 @@ def record_demos(tracking_uri: str) -> list[Path]:
     return written
 
 
+# The study's table (training.study.report.Row, as study.csv holds it) as the docs show it: column, key, format.
+STUDY_COLUMNS = (("configuration", "label", "text"), ("workers", "total_workers", "int"),
+                 ("samples/s", "samples_per_second", "int"), ("speedup", "speedup", "x"),
+                 ("efficiency", "efficiency", "pct1"), ("of its ceiling", "ceiling_ratio", "pct1"),
+                 ("time to target", "time_to_target_seconds", "s"), ("test accuracy", "test_accuracy", "pct"))
+
+
+def record_study(tracking_uri: str, command: str) -> list[Path]:
+    """study.json: the newest finished scaling study's table (study.csv), recommendation and duration."""
+    import csv
+    import io
+
+    import mlflow
+    from mlflow import MlflowClient
+
+    from training.study import report
+
+    client = MlflowClient(tracking_uri)
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    studies = client.search_runs(experiments, "tags.`cloudburst.study_role` = 'study' and attributes.status = "
+                                 "'FINISHED'", order_by=["attributes.start_time DESC"], max_results=1)
+    if not studies:
+        return []
+    study = studies[0]
+    text = mlflow.artifacts.load_text(f"{study.info.artifact_uri}/study.csv")
+    rows = []
+    for row in csv.DictReader(io.StringIO(text)):
+        cells = {}
+        for _, key, form in STUDY_COLUMNS:
+            value = row.get(key, "")
+            cells[key] = value if form == "text" else (float(value) if value not in ("", "None", "nan") else None)
+        rows.append(cells)
+    values = {"study": study.info.run_name, "workload": study.data.tags.get("workload", ""),
+              "recommendation": study.data.tags.get(report.RECOMMENDATION_TAG, ""),
+              "study_minutes": study.data.metrics.get("study_minutes"),
+              "ceiling_check": study.data.tags.get("cloudburst.ceiling_check", "")}
+    recorded = datetime.fromtimestamp(study.info.start_time / 1000, UTC).date().isoformat()
+    tables = {"rows": table(list(STUDY_COLUMNS), rows)}
+    return [publish("study", command, values, tables, recorded=recorded)]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="source", required=True)
     tests = commands.add_parser("tests", help="make-test.json from `make test`'s JUnit reports")
     tests.add_argument("--reports", type=Path, default=REPO_ROOT / "var" / "test-reports")
     demos = commands.add_parser("demos", help="demo-<workload>.json from the newest demo runs in MLflow")
     demos.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI",
                                                                 f"sqlite:///{REPO_ROOT}/var/mlflow/mlflow.db"))
+    study = commands.add_parser("study", help="study.json from the newest scaling study in MLflow")
+    study.add_argument("--tracking-uri", default=demos.get_default("tracking_uri"))
+    study.add_argument("--command", dest="run_command", required=True,
+                       help="how the study was run, e.g. make study STUDY_CONF='…'")
     args = parser.parse_args(argv)
-    if args.command == "tests":
+    if args.source == "tests":
         written = [record_tests(args.reports)]
-    else:
+    elif args.source == "demos":
         written = record_demos(args.tracking_uri)
+    else:
+        written = record_study(args.tracking_uri, args.run_command)
     if not written:
         print("nothing recorded: no finished demo runs in that store", file=sys.stderr)
     return 0
