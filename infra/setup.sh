@@ -88,27 +88,24 @@ ensure_venv() {
   fi
 }
 
-# An environment is rebuilt only when the files that decide its contents changed: their hash is its stamp.
-env_is_current() {  # VENV NAME STAMP
-  if [ -f "$1/.cloudburst-stamp" ] && [ "$(cat "$1/.cloudburst-stamp")" = "$3" ]; then
-    log "$2 environment up to date ($1)"; return 0
+# build_env NAME INSTALL STAMP_FILE…: the environment .venv/NAME, filled by the function INSTALL (given the venv),
+# rebuilt only when the files that decide its contents changed (their hash is its stamp), checked, then stamped.
+build_env() {
+  local name="$1" install="$2"; shift 2
+  local venv="$venv_root/$name" stamp
+  stamp=$(stamp_of "$@")
+  if [ -f "$venv/.cloudburst-stamp" ] && [ "$(cat "$venv/.cloudburst-stamp")" = "$stamp" ]; then
+    log "$name environment up to date ($venv)"; return
   fi
-  return 1
-}
-
-env_ready() {  # VENV NAME STAMP: checked, then stamped
-  "$1/bin/pip" check
-  echo "$3" > "$1/.cloudburst-stamp"
-  log "$2 environment ready"
-}
-
-build_training_env() {
-  local venv="$venv_root/training"
-  local stamp
-  stamp=$(stamp_of "$requirements_dir/training.txt" "$requirements_dir/training-constraints.txt" \
-                   "$requirements_dir/horovod.txt" "$repo_root/pyproject.toml")
-  env_is_current "$venv" training "$stamp" && return
   ensure_venv "$venv"
+  "$install" "$venv"
+  "$venv/bin/pip" check
+  echo "$stamp" > "$venv/.cloudburst-stamp"
+  log "$name environment ready"
+}
+
+install_training() {
+  local venv="$1"
   log "installing training requirements (TensorFlow, pyspark 3.5, MLflow) — a few minutes when cold"
   pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/training.txt" \
     -c "$requirements_dir/training-constraints.txt"
@@ -120,32 +117,28 @@ build_training_env() {
     pip_quietly "$venv/bin/pip" install -q --no-build-isolation -r "$requirements_dir/horovod.txt" \
       -c "$requirements_dir/training-constraints.txt"
   pip_quietly "$venv/bin/pip" install -q --no-deps -e "$repo_root"
-  env_ready "$venv" training "$stamp"
 }
 
-build_airflow_env() {
-  local venv="$venv_root/airflow"
-  local stamp
-  stamp=$(stamp_of "$requirements_dir/airflow.txt" "$repo_root/pyproject.toml")
-  env_is_current "$venv" airflow "$stamp" && return
-  ensure_venv "$venv"
+install_airflow() {
+  local venv="$1"
   log "installing Airflow requirements — a few minutes when cold"
   pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/airflow.txt"
   # Only the light modules (run specification, storage) are imported by DAGs; heavy ones load inside tasks.
   pip_quietly "$venv/bin/pip" install -q --no-deps -e "$repo_root"
-  env_ready "$venv" airflow "$stamp"
 }
 
-build_docs_env() {
-  local venv="$venv_root/docs"
-  local stamp
-  stamp=$(stamp_of "$requirements_dir/docs.txt" "$requirements_dir/docs-constraints.txt")
-  env_is_current "$venv" docs "$stamp" && return
-  ensure_venv "$venv"
+install_docs() {
+  local venv="$1"
   log "installing the docs requirements (MkDocs, Material)"
   pip_quietly "$venv/bin/pip" install -q -r "$requirements_dir/docs.txt" -c "$requirements_dir/docs-constraints.txt"
-  env_ready "$venv" docs "$stamp"
 }
+
+build_training_env() {
+  build_env training install_training "$requirements_dir/training.txt" "$requirements_dir/training-constraints.txt" \
+    "$requirements_dir/horovod.txt" "$repo_root/pyproject.toml"
+}
+build_airflow_env() { build_env airflow install_airflow "$requirements_dir/airflow.txt" "$repo_root/pyproject.toml"; }
+build_docs_env() { build_env docs install_docs "$requirements_dir/docs.txt" "$requirements_dir/docs-constraints.txt"; }
 
 case "$only" in
   training) install_debian_packages; build_training_env ;;

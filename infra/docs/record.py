@@ -69,11 +69,19 @@ def record_tests(reports: Path) -> Path:
     return publish("make-test", "make test", values, recorded=first_start.date().isoformat())
 
 
-def record_demos(tracking_uri: str) -> list[Path]:
-    """demo-<workload>.json: the newest finished default demo runs (1x1 and 1x2) of each workload in MLflow."""
+def _store(tracking_uri: str) -> Any:
+    """A client for an existing store: a SQLite file that is not there is refused, not created empty."""
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri)
+    if tracking_uri.startswith("sqlite:///") and not Path(tracking_uri.removeprefix("sqlite:///")).exists():
+        raise SystemExit(f"no MLflow store at {tracking_uri}: run the demos (or the study) first, or pass "
+                         "--tracking-uri")
+    return MlflowClient(tracking_uri)
+
+
+def record_demos(tracking_uri: str) -> list[Path]:
+    """demo-<workload>.json: the newest finished default demo runs (1x1 and 1x2) of each workload in MLflow."""
+    client = _store(tracking_uri)
     written = []
     for workload in DEMO_WORKLOADS:
         experiment = client.get_experiment_by_name(workload)
@@ -123,11 +131,10 @@ def record_study(tracking_uri: str, command: str) -> list[Path]:
     import io
 
     import mlflow
-    from mlflow import MlflowClient
 
     from training.study import report
 
-    client = MlflowClient(tracking_uri)
+    client = _store(tracking_uri)
     experiments = [experiment.experiment_id for experiment in client.search_experiments()]
     studies = client.search_runs(experiments, "tags.`cloudburst.study_role` = 'study' and attributes.status = "
                                  "'FINISHED'", order_by=["attributes.start_time DESC"], max_results=1)
@@ -151,6 +158,14 @@ def record_study(tracking_uri: str, command: str) -> list[Path]:
     return [publish("study", command, values, tables, recorded=recorded)]
 
 
+def _record(args: argparse.Namespace) -> list[Path]:
+    if args.source == "tests":
+        return [record_tests(args.reports)]
+    if args.source == "demos":
+        return record_demos(args.tracking_uri)
+    return record_study(args.tracking_uri, args.run_command)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -165,14 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     study.add_argument("--command", dest="run_command", required=True,
                        help="how the study was run, e.g. make study STUDY_CONF='…'")
     args = parser.parse_args(argv)
-    if args.source == "tests":
-        written = [record_tests(args.reports)]
-    elif args.source == "demos":
-        written = record_demos(args.tracking_uri)
-    else:
-        written = record_study(args.tracking_uri, args.run_command)
+    from mlflow.exceptions import MlflowException
+
+    try:
+        written = _record(args)
+    except (OSError, ValueError, KeyError, ET.ParseError, MlflowException) as error:  # unreadable, refused, missing
+        raise SystemExit(f"record.py: {type(error).__name__}: {(str(error).splitlines() or [''])[0]}") from None
     if not written:
-        print("nothing recorded: no finished demo runs in that store", file=sys.stderr)
+        print(f"record.py: nothing recorded: no finished {args.source} run in that store", file=sys.stderr)
+        return 1
     return 0
 
 
