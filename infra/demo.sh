@@ -86,8 +86,12 @@ elapsed=$(( $(date +%s) - started ))
 
 evaluate_module=$(.venv/airflow/bin/python -c \
     "from training import workload_registry as workloads; print(workloads.definition('$dag_id').job_module('evaluate'))")
-# The summary is also kept in var/demo-<dag>-summary.txt: `make record-results` copies it into docs/results.
+# The plain demo's summary is also kept in var/demo-<dag>-summary.txt: `make record-results` copies it into
+# docs/results beside that demo's runs. A variant (DEMO_CONF, DEMO_CONFIGS, DEMO_PRESET, the cluster) keeps its own.
 summary=var/demo-$dag_id-summary.txt
+if [[ -n "${DEMO_CONF:-}${DEMO_CONFIGS:-}${DEMO_PRESET:-}" || "${DEMO_CLUSTER:-0}" == 1 ]]; then
+    summary=var/demo-$dag_id-variant-summary.txt
+fi
 {
 echo
 echo "================ Cloudburst demo: $dag_id ================"
