@@ -28,18 +28,23 @@ from training.speech.synthesis.cli import add_arguments, run
 from training.speech.synthesis.corpus import (
     DATASET_KIND,
     LEGACY_REPORT_NAME,
+    VARIANTS_PER_ROOT,
+    _espeak_roots,
     default_corpus_dir,
     speaker_families,
     synthesize_corpus,
 )
 from training.speech.synthesis.engines import ENGINE_PROGRAMS, EngineNotFoundError, festival, mbrola
 from training.speech.synthesis.pool import SynthesisWorkerError
-from training.speech.synthesis.speakers import speaker_ids
+from training.speech.synthesis.speakers import make_speaker, speaker_ids
 from training.speech.synthesis.voices import (
+    ESPEAK,
+    ESPEAK_NG,
     FESTIVAL,
     MBROLA,
     RESPELLINGS,
     VOICE_GROUPS,
+    Voice,
     all_voices,
     speaker_voice,
     text_for,
@@ -246,6 +251,20 @@ def test_same_seed_gives_identical_bytes_whatever_the_process_count(corpus, tmp_
     assert [(tmp_path / "again" / BACKGROUND_NOISE / path.name).read_bytes() for path in noise] == \
         [path.read_bytes() for path in noise]
     assert again["speaker_voices"] == corpus[1]["speaker_voices"]
+
+
+def test_a_large_roster_spreads_its_espeak_variants_over_roots_espeak_can_list(tmp_path):
+    # 800 speakers hold ~270 espeak-ng variants: in one data directory espeak-ng (N_VOICES_LIST = 350) reported the
+    # later ones as missing and the corpus failed. Each root is checked by synthesising its last variant.
+    roster = [make_speaker(0, number, speaker_id) for number, speaker_id in enumerate(speaker_ids(0, 800))]
+    voices = {speaker.voice for speaker in roster} | {Voice(ESPEAK_NG, "en-us")}
+    roots = _espeak_roots(tmp_path, roster, 0, voices)
+    espeak_speakers = [speaker for speaker in roster if speaker.engine in (ESPEAK_NG, ESPEAK)]
+    assert len([one for one in espeak_speakers if one.engine == ESPEAK_NG]) > 2 * VARIANTS_PER_ROOT
+    for speaker in espeak_speakers:
+        assert (next(roots[speaker.variant_name].glob("*-data")) / "voices" / "!v" / speaker.variant_name).is_file()
+    for root in set(roots.values()):
+        assert len(list(next(root.glob("*-data")).joinpath("voices", "!v").iterdir())) <= VARIANTS_PER_ROOT
 
 
 def test_another_seed_gives_other_speakers_and_sounds(tmp_path):

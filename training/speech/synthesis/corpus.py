@@ -38,6 +38,7 @@ GENERATOR_VERSION = SPEECH_GENERATOR_VERSION  # bumped in training.speech.consta
 DATASET_KIND = "speech_commands_synthetic"
 LEGACY_REPORT_NAME = "_synthesis.json"  # what marked a complete corpus before they went through storage.publish
 VALIDATION_PERCENTAGE = 10.0
+VARIANTS_PER_ROOT = 64  # our espeak(-ng) variants per data directory (_espeak_roots: the program's list is bounded)
 TESTING_PERCENTAGE = 10.0
 WORD_PATTERN = re.compile(r"^[a-z]+$")
 
@@ -124,17 +125,14 @@ def synthesize_corpus(
         staging = Path(staging_location.path)  # a local directory: the TTS engines write files
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="cloudburst-espeak-") as espeak_scratch:
-            espeak_roots = {}
-            for program in sorted({voice.engine for voice in voices} & {ESPEAK_NG, ESPEAK}):
-                variants = {speaker.variant_name: speaker.variant for speaker in roster if speaker.engine == program}
-                if program == ESPEAK_NG:
-                    variants |= babble_variants(seed, BABBLE_TALKERS)
-                espeak_roots[program] = make_espeak_root(Path(espeak_scratch) / program, variants, program)
-                check_variants_are_used(espeak_roots[program], "en-us", next(iter(variants)), program)
+            roots = _espeak_roots(Path(espeak_scratch), roster, seed, voices)
             for directory in (*words, BACKGROUND_NOISE):
                 (staging / directory).mkdir()
-            speaker_jobs = [SpeakerJob(speaker, plan, seed, staging, espeak_roots) for speaker in roster]
-            noise_jobs = [NoiseJob(name, seed, staging, espeak_roots) for name in BACKGROUND_SECONDS]
+            speaker_jobs = [SpeakerJob(speaker, plan, seed, staging,
+                                       {speaker.engine: roots[speaker.variant_name]} if speaker.variant_name in roots
+                                       else {}) for speaker in roster]
+            babble_root = {ESPEAK_NG: roots[next(iter(babble_variants(seed, BABBLE_TALKERS)))]}
+            noise_jobs = [NoiseJob(name, seed, staging, babble_root) for name in BACKGROUND_SECONDS]
             # Slowest first (festival and RHVoice speakers, then the noises), so no long job starts last and idles
             # other cores.
             jobs = [job for job in speaker_jobs if job.speaker.engine in SLOW_ENGINES] + noise_jobs + \
@@ -149,6 +147,24 @@ def synthesize_corpus(
     if not created:
         log.info("%s: already complete, nothing to do", destination)
     return manifest
+
+
+def _espeak_roots(scratch: Path, roster: list[Speaker], seed: int, voices: set[Voice]) -> dict[str, Path]:
+    """Variant name → the ``--path`` of espeak-ng (or espeak) that holds it: our speakers' variants, and espeak-ng's
+    babble talkers. espeak(-ng) lists at most 350 voices and variants (its N_VOICES_LIST, about 100 of them its
+    own) and reports a variant past that as missing, so each root holds at most VARIANTS_PER_ROOT of ours; where a
+    variant file lies does not change a sample."""
+    roots: dict[str, Path] = {}
+    for program in sorted({voice.engine for voice in voices} & {ESPEAK_NG, ESPEAK}):
+        variants = [(speaker.variant_name, speaker.variant) for speaker in roster if speaker.engine == program]
+        groups = [variants[start:start + VARIANTS_PER_ROOT] for start in range(0, len(variants), VARIANTS_PER_ROOT)]
+        if program == ESPEAK_NG:
+            groups.append(list(babble_variants(seed, BABBLE_TALKERS).items()))
+        for number, group in enumerate(group for group in groups if group):
+            root = make_espeak_root(scratch / f"{program}-{number}", dict(group), program)
+            check_variants_are_used(root, "en-us", group[-1][0], program)  # the last: the first past a limit
+            roots.update((name, root) for name, _ in group)
+    return roots
 
 
 def _write_lists(staging: Path, clips: list[str]) -> None:
