@@ -11,7 +11,7 @@ ifdef STORE
 export CLOUDBURST_STORE := $(STORE)
 endif
 
-.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-generalisation bench-sv bench-sv-trials bench-sv-scaling bench-roofline docs docs-serve record-results clean airflow-up airflow-down mlflow-ui postgres-up postgres-down postgres-status
+.PHONY: help setup setup-training test test-fast lint demo demo-full demo-kws demo-sv demo-cluster study bench bench-strategies bench-cluster bench-kws bench-kws-budget bench-kws-generalisation bench-sv bench-sv-trials bench-sv-scaling bench-roofline docs docs-serve record-results clean airflow-up airflow-down mlflow-ui postgres-up postgres-down postgres-status
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' Makefile | sed -E 's/:.*## /\t/' | column -t -s $$'\t'
@@ -128,6 +128,9 @@ bench-roofline: setup-training  ## each workload's training step against this ma
 
 bench-kws: setup-training  ## keyword spotting: Horovod 1x1, 1x2, Keras 2 threads and the ceiling side by side (~12 min)
 	$(TRAINING_BIN)/python bench/scaling.py --workload kws_densenet_bilstm
+
+bench-kws-budget: setup-training  ## keyword spotting: distinct data (4x the speakers) or more passes (4x the epochs) for the same examples seen, side by side on one core each (~80 min)
+	$(TRAINING_BIN)/python bench/kws_budget.py
 
 bench-kws-generalisation: setup-training  ## keyword spotting on held-out voice families: leave one family out, online augmentation on vs off (~1 h)
 	$(TRAINING_BIN)/python bench/kws_generalisation.py
