@@ -137,9 +137,11 @@ def draw(rows: list[dict[str, Any]], path: Path) -> None:
                   [100 * value for value in points["val_accuracy"]], color=line.get_color(), label=label)
     clock.set_xlabel("training minutes (one core each, evaluations excluded)")
     seen.set_xlabel("training examples seen (thousands)")
+    # From 40 %: the first epochs' chance-level start would squash the part worth reading (short runs: lower).
+    lowest = min(min(row["curve"]["val_accuracy"][len(row["curve"]["val_accuracy"]) // 4:]) for row in rows)
     for axis in (clock, seen):
         axis.set_ylabel("accuracy (%)")
-        axis.set_ylim(40, 100)
+        axis.set_ylim(max(0.0, min(40.0, 100 * lowest - 5)), 100)
         axis.grid(alpha=0.3)
         axis.legend(loc="lower right", fontsize=8)
     figure.suptitle("Keyword spotter: validation accuracy, distinct data vs more passes (same examples seen)")
@@ -190,22 +192,31 @@ def main() -> None:
                "seconds": time.perf_counter() - started}
     args.output.write_text(json.dumps(results, indent=2))
     draw(rows, BENCH_ROOT / "curves.png")
-    columns = [("arm", "arm", "text"), ("speakers", "speakers", "int"), ("epochs", "epochs", "int"),
-               ("examples seen", "examples_seen", "int"), ("training min", "training_minutes", "num"),
-               ("val. at ¼ time", "val_quarter", "pct1"), ("val. at ½ time", "val_half", "pct1"),
-               ("val. at end", "val_end", "pct1"), ("training acc. at end", "train_accuracy_end", "pct1"),
-               ("test", "test_accuracy", "pct1"), ("open-set false accepts", "open_set_false_accepts", "pct1"),
-               ("closed-set false accepts", "closed_set_false_accepts", "pct1")]
+    values, tables = result_tables(results)
     print()
-    for row in rows:
+    for row in tables["arms"]["rows"]:
         print("  " + ", ".join(f"{title} {row[field] if format == 'text' else round(row[field] or 0, 4)}"
-                               for title, field, format in columns), flush=True)
+                               for title, field, format in tables["arms"]["columns"]), flush=True)
     print(f"\ncurves: {BENCH_ROOT / 'curves.png'}; results: {args.output}")
-    values = {"data_minutes": data_seconds / 60, "factor": args.factor,
-              **{row["arm"]: {name: value for name, value in row.items() if name != "curve"} for row in rows}}
-    if publish_run(run, values, {"arms": result_table(columns, [{name: row[name] for _, name, _ in columns}
-                                                                for row in rows])}):
+    if publish_run(run, values, tables):
         draw(rows, FIGURE)
+
+
+COLUMNS = [("arm", "arm", "text"), ("speakers", "speakers", "int"), ("epochs", "epochs", "int"),
+           ("examples seen", "examples_seen", "int"), ("training min", "training_minutes", "num"),
+           ("val. at ¼ time", "val_quarter", "pct1"), ("val. at ½ time", "val_half", "pct1"),
+           ("val. at end", "val_end", "pct1"), ("training acc. at end", "train_accuracy_end", "pct1"),
+           ("test", "test_accuracy", "pct1"), ("open-set false accepts", "open_set_false_accepts", "pct1"),
+           ("closed-set false accepts", "closed_set_false_accepts", "pct1")]
+
+
+def result_tables(results: dict[str, Any]) -> tuple[dict, dict]:
+    """(values, tables) for docs/results: values data_minutes, factor and per arm (passes, data) every figure
+    but the curve; the table "arms", as printed."""
+    rows = results["rows"]
+    values = {"data_minutes": results["data_seconds"] / 60, "factor": results["settings"]["factor"],
+              **{row["arm"]: {name: value for name, value in row.items() if name != "curve"} for row in rows}}
+    return values, {"arms": result_table(COLUMNS, [{name: row[name] for _, name, _ in COLUMNS} for row in rows])}
 
 
 if __name__ == "__main__":

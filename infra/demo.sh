@@ -5,7 +5,8 @@
 # corpus; `make demo-sv` (infra/demo.sh speaker_verification): the speaker-verification DAG on one of 300 voices. Settings are the workload's defaults (training/workloads/<name>/, `cloudburst settings --workload …`);
 # override them with DEMO_CONF='{"epochs": 3, "strategy": "downpour", ...}' and the configurations with
 # DEMO_CONFIGS='1x2' (nodes x workers_per_node, space-separated; default: 1x1, the speedup baseline, then 1x2).
-# DEMO_PRESET=full fills the settings of the workload's named preset first (`make demo-full`: MNIST for accuracy).
+# DEMO_PRESET=full fills the settings of the workload's named preset first (`make demo-full`: MNIST for accuracy;
+# `make demo-kws-full`: keyword spotting on 1,000 speakers).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
@@ -69,7 +70,7 @@ for config in $configs; do spec_of "$config" json > /dev/null; done  # every con
 
 infra/airflow-ready.sh demo  # the metadata database, once and under a lock
 expected="a few minutes"
-[[ -n "${DEMO_PRESET:-}" ]] && expected="30-60 min"  # the full preset: 70 epochs of the deeper CNN (README)
+[[ -n "${DEMO_PRESET:-}" ]] && expected="30-90 min"  # a full preset: MNIST's about 30 min, keyword spotting's about 1 h
 echo "[demo] $dag_id, configurations: $configs; full log: $log ($expected per configuration on 2 cores)"
 started=$(date +%s)
 : > "$log"
@@ -87,10 +88,13 @@ elapsed=$(( $(date +%s) - started ))
 evaluate_module=$(.venv/airflow/bin/python -c \
     "from training import workload_registry as workloads; print(workloads.definition('$dag_id').job_module('evaluate'))")
 # The plain demo's summary is also kept in var/demo-<dag>-summary.txt: `make record-results` copies it into
-# docs/results beside that demo's runs. A variant (DEMO_CONF, DEMO_CONFIGS, DEMO_PRESET, the cluster) keeps its own.
+# docs/results beside that demo's runs. A variant (DEMO_CONF, DEMO_CONFIGS, the cluster) keeps its own.
+# A preset's own demo (make demo-full, make demo-kws-full) keeps var/demo-<dag>-<preset>-summary.txt.
 summary=var/demo-$dag_id-summary.txt
-if [[ -n "${DEMO_CONF:-}${DEMO_CONFIGS:-}${DEMO_PRESET:-}" || "${DEMO_CLUSTER:-0}" == 1 ]]; then
+if [[ -n "${DEMO_CONF:-}" || "${DEMO_CLUSTER:-0}" == 1 ]] || [[ -n "${DEMO_CONFIGS:-}" && -z "${DEMO_PRESET:-}" ]]; then
     summary=var/demo-$dag_id-variant-summary.txt
+elif [[ -n "${DEMO_PRESET:-}" ]]; then
+    summary=var/demo-$dag_id-$DEMO_PRESET-summary.txt
 fi
 {
 echo

@@ -25,8 +25,8 @@ sys.path.insert(0, str(BENCH))
 results = importlib.import_module("results")
 
 # Every bench that publishes (elephas_peer.py is strategies.py's helper, run in its own environment: no result).
-BENCHES = ("cluster_links", "cost_model_fit", "data_pipeline", "elastic_augmentation", "kws_generalisation",
-           "roofline", "scaling", "speaker_verification", "strategies", "sv_trial_counts")
+BENCHES = ("cluster_links", "cost_model_fit", "data_pipeline", "elastic_augmentation", "kws_budget",
+           "kws_generalisation", "roofline", "scaling", "speaker_verification", "strategies", "sv_trial_counts")
 
 
 
@@ -84,7 +84,7 @@ def test_every_bench_records_the_runs_of_the_make_targets_that_run_it_under_its_
     assert len(names) == len(set(names))
     assert {"bench-scaling", "bench-kws", "bench-sv-scaling-model_a", "bench-sv-scaling-model_b", "bench-strategies",
             "bench-elastic-augmentation", "bench-data-pipeline", "bench-roofline", "bench-sv", "bench-sv-trials",
-            "bench-kws-generalisation", "bench-cluster", "bench-cost-model-fit"} == set(names)
+            "bench-kws-generalisation", "bench-kws-budget", "bench-cluster", "bench-cost-model-fit"} == set(names)
 
 
 def test_only_a_make_target_s_arguments_are_recorded():
@@ -340,6 +340,30 @@ def test_speaker_verification():
     check_renders("bench-sv", values, tables)
     _, without = module.result_tables(metrics, differences, {}, models, {}, {})
     assert set(without) == {"systems", "differences"}
+
+
+def test_kws_budget():
+    module = bench("kws_budget")
+    arms = module.arms(argparse.Namespace(speakers=200, factor=4, epochs=32))
+    # The same examples seen: the passes arm's epochs and the data arm's speakers are both × factor.
+    assert arms["passes"]["speakers"] * arms["passes"]["epochs"] == arms["data"]["speakers"] * arms["data"]["epochs"]
+    result = {"epochs": [{"samples_per_second": 100.0, "epoch_seconds": 40.0, "train_accuracy": accuracy}
+                         for accuracy in (0.5, 0.7, 0.8, 0.9)],
+              "evaluations": [{"train_seconds": 40.0 * epoch, "epoch": epoch, "val_accuracy": accuracy}
+                              for epoch, accuracy in ((1, 0.5), (2, 0.75), (3, 0.85), (4, 0.9))]}
+    spec = argparse.Namespace(speakers=200, epochs=4)
+    metrics = {"training_seconds": 160.0, "test_accuracy": 0.88, "open_set_false_accept_rate": 0.2,
+               "closed_set_false_accept_rate": 0.1, "samples_per_second_mean": 100.0}
+    row = module.figures("passes", spec, metrics, result)
+    assert row["examples_seen"] == 16_000 and row["curve"]["examples"] == [4_000, 8_000, 12_000, 16_000]
+    assert (row["val_quarter"], row["val_half"], row["val_end"]) == (0.5, 0.75, 0.9)
+    assert row["train_accuracy_end"] == 0.9 and row["curve"]["epoch_minutes"][-1] == pytest.approx(160 / 60)
+    measured = {"settings": {"factor": 4}, "data_seconds": 300.0, "rows": [row, {**row, "arm": "data"}]}
+    values, tables = module.result_tables(measured)
+    assert values["data_minutes"] == 5.0 and values["factor"] == 4 and set(values) >= {"passes", "data"}
+    assert "curve" not in values["passes"] and values["data"]["test_accuracy"] == 0.88
+    assert [row["arm"] for row in tables["arms"]["rows"]] == ["passes", "data"]
+    check_renders("bench-kws-budget", values, tables)
 
 
 def test_kws_generalisation():

@@ -26,14 +26,23 @@ def test_the_full_mnist_preset_fills_its_settings_and_a_flag_given_wins():
     assert parsed("--epochs", "3").augment_copies == RunSpec().augment_copies  # no preset, no change
 
 
-def test_a_preset_names_real_settings_with_valid_values():
-    values = preset_values("mnist_elastic_cnn", "full")
-    RunSpec.from_mapping({"workload": "mnist_elastic_cnn", **values}).validate()
+def test_the_full_keyword_preset_trains_on_more_speakers_not_more_passes_over_the_demo_s():
+    full = parsed("--workload", "kws_densenet_bilstm", "--preset", "full")
+    demo = parsed("--workload", "kws_densenet_bilstm")
+    assert (full.speakers, full.epochs, full.learning_rate_decay) == (1000, 40, "cosine")
+    assert full.speakers == 5 * demo.speakers and full.batch_size_per_worker == demo.batch_size_per_worker
+
+
+@pytest.mark.parametrize("workload", ["mnist_elastic_cnn", "kws_densenet_bilstm"])
+def test_a_preset_names_real_settings_with_valid_values(workload):
+    values = preset_values(workload, "full")
+    RunSpec.from_mapping({"workload": workload, **values}).validate()
 
 
 @pytest.mark.parametrize(("workload", "preset", "message"), [
     ("mnist_elastic_cnn", "fastest", "has the presets full"),
-    ("kws_densenet_bilstm", "full", "has no presets"),
+    ("kws_densenet_bilstm", "fastest", "has the presets full"),
+    ("speaker_verification", "full", "has no presets"),
 ])
 def test_an_unknown_preset_is_refused_in_one_line(workload, preset, message):
     with pytest.raises(RunSpecError, match=message):

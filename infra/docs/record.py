@@ -5,7 +5,7 @@ fails on a typed figure). A file says when, on which commit and on which machine
 which command. Three sources (the benches write their own files through bench/results.py):
 
     record.py tests  [--reports var/test-reports]   `make test`'s JUnit reports → make-test.json
-    record.py demos  [--tracking-uri URI]            the newest `make demo*` runs in MLflow → demo-<workload>.json
+    record.py demos  [--tracking-uri URI]            the newest `make demo*` runs → demo-<workload>[-<preset>].json
     record.py study  [--tracking-uri URI] --command C the newest scaling study's table and advice → study.json
 
 Run with the training environment (MLflow). Nothing here measures: it copies what a run recorded.
@@ -27,9 +27,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 from results import publish, table  # noqa: E402  (bench/results.py: the one writer of result files)
 
-# The runs `make demo`, `make demo-kws` and `make demo-sv` make (infra/demo.sh): strategy, then configuration.
+# The demos recorded: (workload, preset) → the make command that runs them (infra/demo.sh). Their runs are named
+# demo-[<preset>-]horovod-<configuration>, for the configurations below.
 DEMO_CONFIGURATIONS = ("1x1", "1x2")
-DEMO_WORKLOADS = ("mnist_elastic_cnn", "kws_densenet_bilstm", "speaker_verification")
+DEMO_COMMANDS = {("mnist_elastic_cnn", ""): "make demo", ("kws_densenet_bilstm", ""): "make demo-kws",
+                 ("speaker_verification", ""): "make demo-sv", ("mnist_elastic_cnn", "full"): "make demo-full",
+                 ("kws_densenet_bilstm", "full"): "make demo-kws-full"}
 # Per-class, per-family and per-keyword metrics stay in MLflow; the docs quote the run's headline figures.
 DETAIL_METRIC = re.compile(r"_(class|family|keyword)_|false_accepts_|^val_|^train_|^epoch_|_ci_|^act_dcf|_threshold_|"
                            r"^cllr_|^min_dcf_p0[15]_|_enroll[0-9]")
@@ -80,42 +83,46 @@ def _store(tracking_uri: str) -> Any:
 
 
 def record_demos(tracking_uri: str) -> list[Path]:
-    """demo-<workload>.json: the newest finished default demo runs (1x1 and 1x2) of each workload in MLflow."""
+    """demo-<workload>[-<preset>].json: the newest finished runs (1x1 and 1x2) of each demo in MLflow."""
     client = _store(tracking_uri)
     written = []
-    for workload in DEMO_WORKLOADS:
+    for (workload, preset), command in DEMO_COMMANDS.items():
         experiment = client.get_experiment_by_name(workload)
-        if experiment is None:
-            continue
-        values: dict[str, Any] = {}
-        newest = 0
-        for configuration in DEMO_CONFIGURATIONS:
-            for role in ("", "system-"):
-                run_name = f"{role}horovod-{configuration}-demo-horovod-{configuration}"
-                runs = client.search_runs([experiment.experiment_id], f"attributes.run_name = '{run_name}' "
-                                          "and attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"],
-                                          max_results=20)
-                for run in runs:  # newest first; speaker verification trains one run per embedding model
-                    params = run.data.params
-                    model = params.get("embedding_model") if not role else None
-                    key = f"{role}{configuration}" + (f"-{model}" if model else "")
-                    if key in values:
-                        continue
-                    metrics = {key: value for key, value in run.data.metrics.items() if not DETAIL_METRIC.search(key)}
-                    metrics["epochs"] = int(params.get("epochs", 0))
-                    metrics["run_id"] = run.info.run_id
-                    values[key] = dict(sorted(metrics.items()))
-                    newest = max(newest, run.info.end_time or run.info.start_time)
-        summary = REPO_ROOT / "var" / f"demo-{workload}-summary.txt"  # what infra/demo.sh printed last
+        values, newest = _demo_runs(client, experiment, preset) if experiment is not None else ({}, 0)
+        name = f"demo-{workload}" + (f"-{preset}" if preset else "")
+        summary = REPO_ROOT / "var" / f"{name}-summary.txt"  # what infra/demo.sh printed last
         if values and summary.exists():
             # The checkout's own folder is this machine's business: a reader's differs.
             values["summary"] = summary.read_text().strip("\n").replace(str(REPO_ROOT), "…")
         if values:
             recorded = datetime.fromtimestamp(newest / 1000, UTC).date().isoformat()
-            command = {"mnist_elastic_cnn": "make demo", "kws_densenet_bilstm": "make demo-kws",
-                       "speaker_verification": "make demo-sv"}[workload]
-            written.append(publish(f"demo-{workload}", command, values, recorded=recorded))
+            written.append(publish(name, command, values, recorded=recorded))
     return written
+
+
+def _demo_runs(client: Any, experiment: Any, preset: str) -> tuple[dict[str, Any], int]:
+    """({configuration[-model]: headline metrics}, newest end time in ms) of one demo's newest finished runs."""
+    values: dict[str, Any] = {}
+    newest = 0
+    for configuration in DEMO_CONFIGURATIONS:
+        for role in ("", "system-"):
+            demo_name = f"demo-{preset + '-' if preset else ''}horovod-{configuration}"
+            runs = client.search_runs([experiment.experiment_id],
+                                      f"attributes.run_name = '{role}horovod-{configuration}-{demo_name}' "
+                                      "and attributes.status = 'FINISHED'", order_by=["attributes.start_time DESC"],
+                                      max_results=20)
+            for run in runs:  # newest first; speaker verification trains one run per embedding model
+                params = run.data.params
+                model = params.get("embedding_model") if not role else None
+                key = f"{role}{configuration}" + (f"-{model}" if model else "")
+                if key in values:
+                    continue
+                metrics = {key: value for key, value in run.data.metrics.items() if not DETAIL_METRIC.search(key)}
+                metrics["epochs"] = int(params.get("epochs", 0))
+                metrics["run_id"] = run.info.run_id
+                values[key] = dict(sorted(metrics.items()))
+                newest = max(newest, run.info.end_time or run.info.start_time)
+    return values, newest
 
 
 # The study's table (training.study.report.Row, as study.csv holds it) as the docs show it: column, key, format.

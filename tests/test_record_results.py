@@ -1,0 +1,60 @@
+"""infra/docs/record.py demos: each demo's newest finished runs — the plain demos' and the presets' (make demo-full,
+make demo-kws-full) — go to their own result file, never to another demo's."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import mlflow
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def record(monkeypatch):
+    spec = importlib.util.spec_from_file_location("record", REPO_ROOT / "infra" / "docs" / "record.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    published = {}
+    monkeypatch.setattr(module, "publish",
+                        lambda name, command, values, recorded=None: published.update({name: (command, values)}))
+    return module, published
+
+
+def finished_run(client: mlflow.MlflowClient, experiment_id: str, name: str, accuracy: float,
+                 status: str = "FINISHED") -> None:
+    run = client.create_run(experiment_id, run_name=name)
+    client.log_param(run.info.run_id, "epochs", "64")
+    client.log_metric(run.info.run_id, "test_accuracy", accuracy)
+    client.set_terminated(run.info.run_id, status)
+
+
+def test_a_preset_demo_is_recorded_apart_from_the_plain_demo(tmp_path, record):
+    module, published = record
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri)
+    kws = client.create_experiment("kws_densenet_bilstm", artifact_location=str(tmp_path / "artifacts"))
+    finished_run(client, kws, "horovod-1x1-demo-horovod-1x1", 0.84)
+    finished_run(client, kws, "horovod-1x2-demo-full-horovod-1x2", 0.96)
+    finished_run(client, kws, "horovod-1x2-demo-full-horovod-1x2", 0.10, status="FAILED")  # not finished
+    finished_run(client, kws, "horovod-1x2-demo-horovod-1x2-3f9a1c", 0.50)  # a DEMO_CONF variant: not a demo's
+
+    module.record_demos(uri)
+    assert set(published) == {"demo-kws_densenet_bilstm", "demo-kws_densenet_bilstm-full"}
+    command, plain = published["demo-kws_densenet_bilstm"]
+    assert command == "make demo-kws" and set(plain) == {"1x1"} and plain["1x1"]["test_accuracy"] == 0.84
+    command, full = published["demo-kws_densenet_bilstm-full"]
+    assert command == "make demo-kws-full" and set(full) == {"1x2"}
+    assert full["1x2"]["test_accuracy"] == 0.96 and full["1x2"]["epochs"] == 64
+
+
+def test_every_preset_of_a_workload_has_a_demo_command_that_the_makefile_defines(record):
+    from training import workload_registry as workloads
+
+    module, _ = record
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    for (workload, preset), command in module.DEMO_COMMANDS.items():
+        assert f"\n{command.removeprefix('make ')}:" in makefile, command
+        assert not preset or preset in workloads.definition(workload).presets
