@@ -31,8 +31,11 @@ def finished_run(client: mlflow.MlflowClient, experiment_id: str, name: str, acc
     client.set_terminated(run.info.run_id, status)
 
 
-def test_a_preset_demo_is_recorded_apart_from_the_plain_demo(tmp_path, record):
+def test_a_preset_demo_is_recorded_apart_from_the_plain_demo(tmp_path, record, monkeypatch):
     module, published = record
+    monkeypatch.setattr(module, "REPO_ROOT", tmp_path)  # the summaries infra/demo.sh printed: var/demo-…-summary.txt
+    (tmp_path / "var").mkdir()
+    (tmp_path / "var" / "demo-kws_densenet_bilstm-full-summary.txt").write_text(f"run in {tmp_path}/var\n")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = mlflow.MlflowClient(uri)
     kws = client.create_experiment("kws_densenet_bilstm", artifact_location=str(tmp_path / "artifacts"))
@@ -46,7 +49,7 @@ def test_a_preset_demo_is_recorded_apart_from_the_plain_demo(tmp_path, record):
     command, plain = published["demo-kws_densenet_bilstm"]
     assert command == "make demo-kws" and set(plain) == {"1x1"} and plain["1x1"]["test_accuracy"] == 0.84
     command, full = published["demo-kws_densenet_bilstm-full"]
-    assert command == "make demo-kws-full" and set(full) == {"1x2"}
+    assert command == "make demo-kws-full" and set(full) == {"1x2", "summary"} and full["summary"] == "run in …/var"
     assert full["1x2"]["test_accuracy"] == 0.96 and full["1x2"]["epochs"] == 64
 
 
