@@ -46,17 +46,22 @@ def cloudburst(step: str, spec: Any) -> None:
     print(f"    {step:9s} {time.perf_counter() - started:6.0f} s", flush=True)
 
 
-def measure(spec: Any) -> dict[str, float]:
-    """Run every step for ``spec`` (data steps are no-ops once published) and return its evaluation metrics."""
+def tracked_run(spec: Any) -> Any:
+    """The newest MLflow run the bench's ``spec`` trained (its tag cloudburst_run is the run name)."""
     import mlflow
 
-    for step in spec.definition.steps:
-        cloudburst(step, spec)
     client = mlflow.MlflowClient(spec.tracking_uri)
     experiment = client.get_experiment_by_name(spec.workload)
     [run] = client.search_runs([experiment.experiment_id], f"tags.cloudburst_run = '{spec.run_name}'",
                                max_results=1, order_by=["attributes.start_time DESC"])
-    return dict(run.data.metrics)
+    return run
+
+
+def measure(spec: Any) -> dict[str, float]:
+    """Run every step for ``spec`` (data steps are no-ops once published) and return its evaluation metrics."""
+    for step in spec.definition.steps:
+        cloudburst(step, spec)
+    return dict(tracked_run(spec).data.metrics)
 
 
 def figures(metrics: dict[str, float], held_out: str) -> dict[str, float | None]:

@@ -91,10 +91,12 @@ evaluate_module=$(.venv/airflow/bin/python -c \
 # docs/results beside that demo's runs. A variant (DEMO_CONF, DEMO_CONFIGS, the cluster) keeps its own.
 # A preset's own demo (make demo-full, make demo-kws-full) keeps var/demo-<dag>-<preset>-summary.txt.
 summary=var/demo-$dag_id-summary.txt
-if [[ -n "${DEMO_CONF:-}" || "${DEMO_CLUSTER:-0}" == 1 ]] || [[ -n "${DEMO_CONFIGS:-}" && -z "${DEMO_PRESET:-}" ]]; then
+if [[ -n "${DEMO_CONF:-}" || "${DEMO_CLUSTER:-0}" == 1 ]]; then
     summary=var/demo-$dag_id-variant-summary.txt
 elif [[ -n "${DEMO_PRESET:-}" ]]; then
     summary=var/demo-$dag_id-$DEMO_PRESET-summary.txt
+elif [[ -n "${DEMO_CONFIGS:-}" ]]; then
+    summary=var/demo-$dag_id-variant-summary.txt
 fi
 {
 echo

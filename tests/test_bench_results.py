@@ -12,7 +12,9 @@ import importlib.util
 import json
 import re
 import shlex
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -364,6 +366,29 @@ def test_kws_budget():
     assert "curve" not in values["passes"] and values["data"]["test_accuracy"] == 0.88
     assert [row["arm"] for row in tables["arms"]["rows"]] == ["passes", "data"]
     check_renders("bench-kws-budget", values, tables)
+
+
+def test_kws_budget_stops_every_arm_when_one_fails(tmp_path, monkeypatch):
+    module = bench("kws_budget")
+    arm = tmp_path / "arm"  # stands in for `cloudburst`: the "slow" arm sleeps, the "broken" one fails at once
+    arm.write_text("#!/bin/sh\n[ \"$2\" = slow ] && exec sleep 617\nexit 3\n")
+    arm.chmod(0o755)
+    monkeypatch.setattr(module, "CLI", str(arm))
+    monkeypatch.setattr(module, "BENCH_ROOT", tmp_path)
+    monkeypatch.setattr(module, "POLL_SECONDS", 0.1)
+
+    class Spec:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def to_args(self) -> list[str]:
+            return [self.name]
+
+    started = time.monotonic()
+    with pytest.raises(SystemExit, match="arm broken: cloudburst train failed"):
+        module.train_side_by_side({"slow": Spec("slow"), "broken": Spec("broken")})  # the slow one waited on first
+    assert time.monotonic() - started < 30
+    assert subprocess.run(["pgrep", "-f", "sleep 617"], capture_output=True).returncode == 1  # not left training
 
 
 def test_kws_generalisation():
