@@ -7,7 +7,14 @@ import math
 import numpy as np
 import pytest
 
-from training.workloads.kws_densenet_bilstm.metrics import accuracy_by_group, false_accepts, keyword_labels
+from training.workloads.kws_densenet_bilstm.metrics import (
+    accuracy_by_group,
+    false_accepts,
+    keyword_labels,
+    keyword_threshold,
+    threshold_curve,
+    thresholded_predictions,
+)
 
 CLASSES = ["_silence_", "_unknown_", "yes", "no"]
 
@@ -32,3 +39,43 @@ def test_accuracy_by_group_leaves_out_rows_of_no_group():
                       "pico/en-GB": {"clips": 2, "correct": 2, "accuracy": 1.0}}
     with pytest.raises(ValueError, match="5 labels, 5 predictions and 4 groups"):
         accuracy_by_group(labels, predictions, groups[:4])
+
+
+# Ten clips that say no keyword: softmax rows over CLASSES. Four are taken for a keyword by argmax, with
+# confidences 0.9, 0.7, 0.6 and 0.6 (a tie); the others are _unknown_ or _silence_.
+OPEN_SET = np.array([[0.1, 0.0, 0.9, 0.0], [0.1, 0.2, 0.0, 0.7], [0.2, 0.2, 0.6, 0.0], [0.0, 0.4, 0.0, 0.6],
+                     *[[0.1, 0.8, 0.1, 0.0]] * 5, [0.7, 0.1, 0.1, 0.1]], np.float32)
+
+
+@pytest.mark.parametrize(("target", "accepts"), [(0.4, 4), (0.3, 2), (0.2, 2), (0.15, 1), (0.1, 1), (0.05, 0),
+                                                 (0.0, 0), (1.0, 4)])
+def test_the_threshold_is_the_lowest_that_keeps_false_accepts_within_the_target(target, accepts):
+    threshold = keyword_threshold(OPEN_SET, CLASSES, target)
+    predictions = thresholded_predictions(OPEN_SET, CLASSES, threshold)
+    rate = false_accepts(predictions, CLASSES)[0]
+    assert rate == pytest.approx(accepts / 10) and rate <= target
+    # the lowest: any threshold below it accepts more than the target allows (where argmax alone does not fit)
+    if threshold > 0:
+        lower = thresholded_predictions(OPEN_SET, CLASSES, np.nextafter(threshold, 0) - 1e-6)
+        assert false_accepts(lower, CLASSES)[0] > target
+    else:
+        assert accepts == 4
+
+
+def test_a_keyword_below_the_threshold_becomes_unknown_and_nothing_else_changes():
+    predictions = thresholded_predictions(OPEN_SET, CLASSES, 0.65)
+    assert predictions.tolist() == [2, 3, 1, 1, 1, 1, 1, 1, 1, 0]
+    assert thresholded_predictions(OPEN_SET, CLASSES, 0.0).tolist() == np.argmax(OPEN_SET, axis=1).tolist()
+
+
+def test_the_threshold_curve_trades_accuracy_for_false_accepts():
+    validation = np.array([[0.0, 0.1, 0.9, 0.0], [0.0, 0.5, 0.0, 0.5], [0.1, 0.3, 0.0, 0.6]], np.float32)
+    curve = threshold_curve(validation, np.array([2, 1, 3]), OPEN_SET, CLASSES, points=11)
+    assert curve["threshold"][0] == 0.0 and curve["threshold"][-1] == 1.0
+    assert curve["open_set_false_accept_rate"][0] == pytest.approx(0.4)
+    assert curve["open_set_false_accept_rate"][-1] == 0.0
+    assert np.all(np.diff(curve["open_set_false_accept_rate"]) <= 0)
+    # argmax gets all three (the tie goes to _unknown_); above 0.6 the third is rejected, above 0.9 the first too
+    assert curve["validation_accuracy"][0] == pytest.approx(1.0)
+    assert curve["validation_accuracy"][7] == pytest.approx(2 / 3)
+    assert curve["validation_accuracy"][-1] == pytest.approx(1 / 3)

@@ -127,12 +127,12 @@ def test_keyword_spotting_runs_have_their_own_sources_and_dataset_names():
                    features="mfcc", kws_task=35, workers_per_node=2)
     assert spec.resolved_data_source() == "synthetic"
     assert RunSpec().resolved_data_source() == str(VENDORED_MNIST)
-    assert spec.raw_uri() == "file:///data/speech_commands/synthetic-v2-s40-seed2/clips-layout3-task35"
-    assert spec.augmented_uri() == "file:///data/speech_commands/synthetic-v2-s40-seed2/features-layout3-task35-mfcc-k3-seed2"
+    assert spec.raw_uri() == "file:///data/speech_commands/synthetic-v2-s40-seed2/clips-layout4-task35"
+    assert spec.augmented_uri() == "file:///data/speech_commands/synthetic-v2-s40-seed2/features-layout4-task35-mfcc-k3-seed2"
     assert spec.shards_uri() == f"{spec.augmented_uri()}-shards2-seed2"
     real = spec.with_changes(data_source="/corpora/speech_commands_v0.02.tar.gz", resample=True)
     assert real.raw_uri().startswith("file:///data/speech_commands/source-")
-    assert real.raw_uri().endswith("/clips-layout3-task35-resampled")
+    assert real.raw_uri().endswith("/clips-layout4-task35-resampled")
     unknowns = spec.with_changes(train_unknown_percentage=40)
     assert unknowns.raw_uri() == f"{spec.raw_uri()}-trainunknown40"
     assert spec.with_changes(train_unknown_percentage=10).raw_uri() == spec.raw_uri()  # the default keeps the old name

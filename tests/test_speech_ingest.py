@@ -543,9 +543,18 @@ def test_no_open_set_word_is_in_any_split_a_model_trains_validates_or_is_tested_
         assert not set(table.column("word").to_pylist()) & set(OPEN_SET_WORDS), split
     _, open_set = speech_ingest.read_clips(manifest["uri"], speech_ingest.OPEN_SET_TEST_SPLIT)
     assert set(open_set.column("word").to_pylist()) == {"dog"}
+    # the validation speakers' clips of them (what the keyword threshold is chosen on), and nobody else's
+    _, validation = speech_ingest.read_clips(manifest["uri"], "validation")
+    validation_speakers = set(validation.column("speaker").to_pylist()) - {"_silence_"}
+    _, validation_open_set = speech_ingest.read_clips(manifest["uri"], speech_ingest.OPEN_SET_VALIDATION_SPLIT)
+    assert validation_speakers == {"8b775397"}  # by Speech Commands' sha1 rule
+    assert set(validation_open_set.column("path").to_pylist()) == {"dog/8b775397_nohash_0.wav"}
+    assert set(validation_open_set.column("label").to_pylist()) == {manifest["class_names"].index("_unknown_")}
+    assert not set(open_set.column("speaker").to_pylist()) & validation_speakers
     # the 35-class task has a class per word: open-set words are classes there, as in Speech Commands
     manifest35 = speech_ingest.ingest(str(corpus), str(tmp_path / "clips35"), task=35)[0]
-    assert "dog" in manifest35["class_names"] and speech_ingest.OPEN_SET_TEST_SPLIT not in manifest35["splits"]
+    assert "dog" in manifest35["class_names"]
+    assert not {speech_ingest.OPEN_SET_TEST_SPLIT, speech_ingest.OPEN_SET_VALIDATION_SPLIT} & set(manifest35["splits"])
 
 
 def test_unknown_is_dealt_evenly_over_the_non_keyword_words():

@@ -176,3 +176,13 @@ def test_a_real_run_on_a_tiny_synthetic_corpus(dag, dag_bag, tmp_path, triggerin
     assert {f"open_set_false_accept_rate_family_{family}" for family in open_set_families} <= set(metrics)
     assert sum(row["clips"] for row in report["accuracy_by_family"].values()) == (
         counts.sum() - counts[0].sum())  # every test clip but silence belongs to a family
+    # The keyword threshold: chosen on the validation speakers' open-set clips for the default 5 % target, held
+    # there, and the test figures at it beside argmax's (a threshold only turns keywords into _unknown_).
+    threshold = report["keyword_threshold"]
+    assert threshold["chosen_on"] == "validation" and threshold["target"] == 0.05
+    assert splits["validation_open_set"]["rows"] > 0 and "keyword_threshold.png" in artifacts
+    assert threshold["validation_open_set_false_accept_rate_at_threshold"] <= 0.05
+    assert metrics["keyword_threshold"] == pytest.approx(threshold["keyword_threshold"])
+    assert metrics["open_set_false_accept_rate_at_threshold"] <= metrics["open_set_false_accept_rate"]
+    assert metrics["closed_set_false_accept_rate_at_threshold"] <= metrics["closed_set_false_accept_rate"]
+    assert len(threshold["validation_curve"]["threshold"]) == 101

@@ -131,3 +131,25 @@ def feature_maps_png(originals: np.ndarray, augmented: np.ndarray, words: Sequen
     figure.suptitle(f"{kind} features: originals (top) and their first augmented copy (bottom)", fontsize=9)
     figure.tight_layout()
     return _png(figure)
+
+
+def keyword_threshold_png(curve: dict[str, list[float]], metrics: dict[str, float], target: float) -> bytes:
+    """Keyword spotting: validation accuracy against open-set false accepts as the keyword threshold rises, the
+    target, the threshold chosen on validation and the test figures at it."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(figsize=(6.4, 4.2))
+    axes.plot(100 * np.array(curve["open_set_false_accept_rate"]), 100 * np.array(curve["validation_accuracy"]),
+              marker=".", markersize=3, label="validation, threshold 0 → 1")
+    axes.axvline(100 * target, color="grey", linestyle=":", label=f"target {target:.0%}")
+    axes.plot(100 * metrics["validation_open_set_false_accept_rate_at_threshold"],
+              100 * metrics["validation_accuracy_at_threshold"], "o", color="C3",
+              label=f"chosen on validation: threshold {metrics['keyword_threshold']:.3f}")
+    axes.plot(100 * metrics["open_set_false_accept_rate_at_threshold"], 100 * metrics["test_accuracy_at_threshold"],
+              "x", color="C2", markersize=9, label="test at that threshold (read once)")
+    axes.set_xlabel("open-set false accepts (%)")
+    axes.set_ylabel("accuracy, 12 classes (%)")
+    axes.set_title("Keyword threshold: accuracy against false accepts")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return _png(figure)

@@ -102,6 +102,12 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
     if "closed_set_false_accept_rate" in scores:
         lines.append(f"{'':18}{scores['closed_set_false_accept_rate']:.2%} of their other non-keyword clips, words "
                      "trained on as _unknown_ (closed set)")
+    if "keyword_threshold" in scores:
+        lines.append(f"keyword threshold {scores['keyword_threshold']:.3f} (chosen on validation for at most "
+                     f"{spec.open_set_false_accept_target:g} % open-set false accepts): test accuracy "
+                     f"{scores['test_accuracy_at_threshold']:.2%}")
+        lines.append(f"{'':18}false accepts at it {scores['open_set_false_accept_rate_at_threshold']:.2%} open set, "
+                     f"{scores.get('closed_set_false_accept_rate_at_threshold', float('nan')):.2%} closed set")
     record = storage.read_json(storage.join(spec.run_uri(), RESULT_FILE)) or {}
     lines.append(f"per epoch         val_accuracy on the {splits[VALIDATION_SPLIT]['rows']:,} validation examples "
                  "(what time to target and every choice of settings read)")

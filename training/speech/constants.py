@@ -20,5 +20,6 @@ SPEECH_GENERATOR_VERSION = 2  # bump whenever the same synthesis recipe would pr
 SPEECH_UNKNOWN_PERCENTAGE = 10
 # Layouts of the ingested speech datasets: part of their names (as the generator's version is of the corpus'), so a
 # dataset of an older layout stays where it is instead of clashing with the new layout's recipe on a re-run.
-KEYWORD_CLIPS_LAYOUT = 3  # 2: voice families, test_non_keywords, _unknown_ dealt evenly; 3: open-set words
+KEYWORD_CLIPS_LAYOUT = 4  # 2: voice families, test_non_keywords, _unknown_ dealt evenly; 3: open-set words;
+# 4: validation_open_set
 SPEAKER_CLIPS_LAYOUT = 3  # 2: validation split for the training speakers; 3: hard trials pair one donor's voices

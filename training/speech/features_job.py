@@ -109,7 +109,7 @@ def features_dataset(
     def write(staging: storage.Location) -> dict[str, Any]:
         partitions = max(2, spark.sparkContext.defaultParallelism * 2)
         splits = {}
-        for split in source_manifest["splits"]:  # train, validation, test (+ test_non_keywords)
+        for split in source_manifest["splits"]:  # train, validation, test (+ the non-keyword and open-set splits)
             split_copies = copies if split == "train" else 0
             transform = functools.partial(
                 feature_record_batches, source=storage.to_uri(source), kind=kind, copies=split_copies, seed=seed,

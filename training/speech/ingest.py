@@ -17,8 +17,9 @@ file are listed in the report.
 
 Output (kind ``speech-clips``): ``train/``, ``validation/``, ``test/`` Parquet (index, label, word, speaker, path,
 audio = 16,000 int16 samples) and, for the 12-class task, ``test_non_keywords/`` (every non-keyword clip of the
-test speakers, for the keyword false-accept rate); ``noise/`` (the background recordings, for augmentation), the
-report, and a manifest with counts per class, split and voice family.
+test speakers, for the keyword false-accept rate), ``test_open_set/`` and ``validation_open_set/`` (the test and
+validation speakers' clips of the open-set words, never trained on); ``noise/`` (the background recordings, for
+augmentation), the report, and a manifest with counts per class, split and voice family.
 
 Voice families (engine + base voice, e.g. ``pico/en-GB``) come from a synthetic corpus' manifest; with
 ``held_out_families`` every speaker of those families goes to test only, so the test split measures voices whose
@@ -59,6 +60,8 @@ LIST_FILES = {"validation": "validation_list.txt", "testing": "testing_list.txt"
 MAX_LIST_BYTES = 16 * 2**20
 NON_KEYWORD_TEST_SPLIT = "test_non_keywords"  # 12-class task: the test speakers' clips of the trained non-keywords
 OPEN_SET_TEST_SPLIT = "test_open_set"  # 12-class task: the test speakers' clips of OPEN_SET_WORDS, never trained on
+# ... and the validation speakers' clips of them: what a keyword threshold is chosen on (never the test split's)
+OPEN_SET_VALIDATION_SPLIT = "validation_open_set"
 SILENCE_PERCENTAGE = 10.0
 UNKNOWN_PERCENTAGE = SPEECH_UNKNOWN_PERCENTAGE
 DOWNLOAD_TIMEOUT_SECONDS = 600
@@ -476,8 +479,9 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
     split every clip of a speaker whom speaker verification does not train on (training.speech.trials
     .speaker_set), so a keyword spotter trained on it never heard a speaker-verification trial speaker. For the
     12-class task, the words of ``layout.OPEN_SET_WORDS`` are in no split (not even as ``_unknown_``): the test
-    speakers' clips of them are ``test_open_set``, and ``test_non_keywords`` holds every other non-keyword clip of
-    the test speakers (both labelled ``_unknown_``). False accepts are measured on all of them (open set: words the
+    speakers' clips of them are ``test_open_set`` (the validation speakers' ``validation_open_set``, on which the
+    keyword threshold is chosen), and ``test_non_keywords`` holds every other non-keyword clip of the test speakers
+    (all labelled ``_unknown_``). False accepts are measured on all of them (open set: words the
     model never heard; closed set: words it learned to reject), not only on the ones sampled into test.
     """
     names = class_names(task, list(scan.clips))
@@ -499,6 +503,7 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
     if task == 12:
         rows[NON_KEYWORD_TEST_SPLIT] = SplitRows()
         rows[OPEN_SET_TEST_SPLIT] = SplitRows()
+        rows[OPEN_SET_VALIDATION_SPLIT] = SplitRows()
     for split_number, (split, words) in enumerate(by_split.items()):
         out = rows[SPLITS[split]]
         rng = np.random.default_rng([seed, split_number])
@@ -514,8 +519,10 @@ def label_clips(scan: Scan, task: int, seed: int, held_out_families: tuple[str, 
         if task != 12:
             continue
         open_set = {word: others.pop(word) for word in sorted(others) if word in layout.OPEN_SET_WORDS}
-        if split == "testing":
-            for split_name, clips_by_word in ((NON_KEYWORD_TEST_SPLIT, others), (OPEN_SET_TEST_SPLIT, open_set)):
+        kept_whole = {"testing": ((NON_KEYWORD_TEST_SPLIT, others), (OPEN_SET_TEST_SPLIT, open_set)),
+                      "validation": ((OPEN_SET_VALIDATION_SPLIT, open_set),)}.get(split, ())
+        if kept_whole:
+            for split_name, clips_by_word in kept_whole:
                 for word in sorted(clips_by_word):
                     for relative, clip in clips_by_word[word]:
                         rows[split_name].add(label_of[layout.UNKNOWN], word, layout.speaker_of(relative), relative,

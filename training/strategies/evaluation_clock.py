@@ -23,6 +23,14 @@ def predicted_classes(model: tf.keras.Model, images: np.ndarray) -> np.ndarray:
     return np.concatenate(predictions) if predictions else np.empty(0, np.int64)
 
 
+def class_probabilities(model: tf.keras.Model, images: np.ndarray) -> np.ndarray:
+    """Softmax over the model's outputs (logits, float32 whatever the precision), batched as predicted_classes."""
+    batches = [tf.nn.softmax(tf.cast(model(model_inputs(images[start : start + EVALUATION_BATCH]),
+                                               training=False), tf.float32)).numpy()
+               for start in range(0, len(images), EVALUATION_BATCH)]
+    return np.concatenate(batches) if batches else np.empty((0, model.output_shape[-1]), np.float32)
+
+
 def correct_predictions(model: tf.keras.Model, images: np.ndarray, labels: np.ndarray) -> int:
     return int(np.sum(predicted_classes(model, images) == labels))
 

@@ -11,7 +11,7 @@ import hashlib
 from typing import TYPE_CHECKING
 
 from training.contract import EVALUATE, FEATURES, INGEST, SHARD, TRAIN
-from training.settings import AUGMENTATION, DATA, Setting
+from training.settings import AUGMENTATION, DATA, TRAINING, Setting
 from training.speech.augment.spectrogram import ONLINE_AUGMENTATIONS
 from training.speech.constants import FEATURE_KINDS, FEATURES_JOB, KEYWORD_CLIPS_LAYOUT, SPEECH_UNKNOWN_PERCENTAGE
 from training.speech.corpus_settings import (
@@ -73,6 +73,12 @@ SETTINGS = (
             pattern=rf"none|({_AUGMENTATION_NAMES})(,({_AUGMENTATION_NAMES}))*",
             pattern_help=f"must be 'none' or comma-separated names from {', '.join(ONLINE_AUGMENTATIONS)} (no "
                          "spaces)", metavar="NAMES", training_only=True),
+    Setting("open_set_false_accept_target", float, 5.0, "Open-set false-accept target (%)",
+            "12-class task: after training, the evaluation chooses on validation the keyword threshold — the lowest "
+            "softmax confidence a keyword prediction must reach, below it the clip counts as _unknown_ — at which at "
+            "most this share of the validation speakers' clips of words never trained on (the open set) is taken "
+            "for a keyword, and reports test accuracy and false accepts at that threshold beside the plain argmax "
+            "figures. 100 keeps argmax alone.", TRAINING, minimum=0, maximum=100, training_only=True),
     Setting("features", str, "log_mel", "Audio features",
             "log_mel: 40 log-mel bands (25 ms window, 10 ms hop); mfcc: 40 MFCCs of the same bands.",
             AUGMENTATION, choices=FEATURE_KINDS),
@@ -92,7 +98,7 @@ DEFAULTS = {"data_source": SYNTHETIC_SOURCE, "epochs": 16, "augment_copies": 0,
 
 
 def clips_uri(spec: RunSpec) -> str:
-    """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-layout3-task12`` (+ ``-resampled``,
+    """Clips labelled for one keyword task: ``…/speech_commands/<source>/clips-layout4-task12`` (+ ``-resampled``,
     + ``-trainunknown<percent>`` off the default share, + ``-svtrain`` when only speaker verification's training
     speakers train, + ``-heldout-<hash>`` when voice families are held out)."""
     suffix = "-resampled" if spec.resample else ""
@@ -107,7 +113,7 @@ def clips_uri(spec: RunSpec) -> str:
 
 
 def features_uri(spec: RunSpec) -> str:
-    """Beside the clips: ``clips-layout3-task12`` becomes ``features-layout3-task12-log_mel-k2-seed0``."""
+    """Beside the clips: ``clips-layout4-task12`` becomes ``features-layout4-task12-log_mel-k2-seed0``."""
     parent, name = clips_uri(spec).rsplit("/", 1)
     stem = name.replace("clips", "features", 1)
     return f"{parent}/{stem}-{spec.features}-k{spec.augment_copies}-seed{spec.seed}"

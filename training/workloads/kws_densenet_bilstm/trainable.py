@@ -107,5 +107,58 @@ def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: 
         metrics.update({f"test_accuracy_{kind}": row["accuracy"] for kind, row in by_kind.items()})
         report |= {"held_out_families": list(held_out), "accuracy_by_family": by_family,
                    "accuracy_by_kind_of_family": by_kind}
-    artifacts = {"keyword_evaluation.json": json.dumps(report, indent=2).encode()} if report else {}
+    artifacts = {}
+    if splits.get(speech_ingest.OPEN_SET_VALIDATION_SPLIT, {}).get("rows"):
+        threshold_metrics, report["keyword_threshold"], artifacts["keyword_threshold.png"] = keyword_operating_point(
+            spec, model, class_names)
+        metrics |= threshold_metrics
+    if report:
+        artifacts["keyword_evaluation.json"] = json.dumps(report, indent=2).encode()
     return metrics, artifacts
+
+
+def keyword_operating_point(spec: RunSpec, model: Any, class_names: list[str]) -> tuple[dict[str, float], dict, bytes]:
+    """The keyword threshold chosen on validation for ``open_set_false_accept_target`` % open-set false accepts
+    (the validation speakers' clips of words never trained on), and the test figures at it: (metrics, report,
+    the validation curve as a PNG). The test split is only scored at the chosen threshold."""
+    from training.evaluation.figures import keyword_threshold_png
+    from training.speech import ingest as speech_ingest
+    from training.strategies.evaluation_clock import class_probabilities
+    from training.workloads.kws_densenet_bilstm.metrics import (
+        false_accepts,
+        keyword_threshold,
+        threshold_curve,
+        thresholded_predictions,
+    )
+
+    features_uri = spec.augmented_uri()
+    scores = {split: (class_probabilities(model, batch.images), batch.labels)
+              for split in ("validation", speech_ingest.OPEN_SET_VALIDATION_SPLIT, "test",
+                            speech_ingest.OPEN_SET_TEST_SPLIT, speech_ingest.NON_KEYWORD_TEST_SPLIT)
+              for batch in [image_records.read_split(features_uri, split)]}
+    threshold = keyword_threshold(scores[speech_ingest.OPEN_SET_VALIDATION_SPLIT][0], class_names,
+                                  spec.open_set_false_accept_target / 100)
+
+    def at_threshold(split: str) -> np.ndarray:
+        return thresholded_predictions(scores[split][0], class_names, threshold)
+
+    metrics = {
+        "keyword_threshold": threshold,
+        "validation_open_set_false_accept_rate": false_accepts(
+            thresholded_predictions(scores[speech_ingest.OPEN_SET_VALIDATION_SPLIT][0], class_names, 0.0),
+            class_names)[0],
+        "validation_open_set_false_accept_rate_at_threshold": false_accepts(
+            at_threshold(speech_ingest.OPEN_SET_VALIDATION_SPLIT), class_names)[0],
+        "validation_accuracy_at_threshold": float(np.mean(at_threshold("validation") == scores["validation"][1])),
+        "test_accuracy_at_threshold": float(np.mean(at_threshold("test") == scores["test"][1])),
+        "open_set_false_accept_rate_at_threshold": false_accepts(at_threshold(speech_ingest.OPEN_SET_TEST_SPLIT),
+                                                                 class_names)[0],
+    }
+    if len(scores[speech_ingest.NON_KEYWORD_TEST_SPLIT][1]):
+        metrics["closed_set_false_accept_rate_at_threshold"] = false_accepts(
+            at_threshold(speech_ingest.NON_KEYWORD_TEST_SPLIT), class_names)[0]
+    curve = threshold_curve(*scores["validation"], scores[speech_ingest.OPEN_SET_VALIDATION_SPLIT][0], class_names)
+    report = {"target": spec.open_set_false_accept_target / 100, "chosen_on": "validation", **metrics,
+              "validation_curve": curve}
+    return metrics, report, keyword_threshold_png(curve, metrics, spec.open_set_false_accept_target / 100)
+
