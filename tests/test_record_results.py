@@ -19,7 +19,8 @@ def record(monkeypatch):
     spec.loader.exec_module(module)
     published = {}
     monkeypatch.setattr(module, "publish",
-                        lambda name, command, values, recorded=None: published.update({name: (command, values)}))
+                        lambda name, command, values, recorded=None: published.update({name: (command, values)})
+                        or Path(f"{name}.json"))
     return module, published
 
 
@@ -51,6 +52,24 @@ def test_a_preset_demo_is_recorded_apart_from_the_plain_demo(tmp_path, record, m
     command, full = published["demo-kws_densenet_bilstm-full"]
     assert command == "make demo-kws-full" and set(full) == {"1x2", "summary"} and full["summary"] == "run in …/var"
     assert full["1x2"]["test_accuracy"] == 0.96 and full["1x2"]["epochs"] == 64
+
+
+def test_a_figure_the_recorded_run_logged_is_copied_beside_its_figures(tmp_path, record, monkeypatch):
+    module, published = record
+    monkeypatch.setattr(module, "REPO_ROOT", tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = mlflow.MlflowClient(uri)
+    kws = client.create_experiment("kws_densenet_bilstm", artifact_location=str(tmp_path / "artifacts"))
+    finished_run(client, kws, "horovod-1x2-demo-full-horovod-1x2", 0.90)  # an older run: no figure, none copied
+    result = Path("demo-kws_densenet_bilstm-full.json")
+    assert module.record_demos(uri) == [result] and not (tmp_path / "docs").exists()
+    run = client.create_run(kws, run_name="horovod-1x2-demo-full-horovod-1x2")
+    client.log_text(run.info.run_id, "not really a PNG", "keyword_threshold.png")
+    client.set_terminated(run.info.run_id, "FINISHED")
+    written = module.record_demos(uri)
+    figure = tmp_path / "docs" / "img" / "demo-kws_densenet_bilstm-full-keyword-threshold.png"
+    assert written == [result, figure] and figure.read_text() == "not really a PNG"
+    assert published["demo-kws_densenet_bilstm-full"][1]["1x2"]["run_id"] == run.info.run_id
 
 
 def test_every_preset_of_a_workload_has_a_demo_command_that_the_makefile_defines(record):

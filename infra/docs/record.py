@@ -17,7 +17,9 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +35,9 @@ DEMO_CONFIGURATIONS = ("1x1", "1x2")
 DEMO_COMMANDS = {("mnist_elastic_cnn", ""): "make demo", ("kws_densenet_bilstm", ""): "make demo-kws",
                  ("speaker_verification", ""): "make demo-sv", ("mnist_elastic_cnn", "full"): "make demo-full",
                  ("kws_densenet_bilstm", "full"): "make demo-kws-full"}
+# Figures a demo's run logs that the docs show: (workload, preset) → (configuration, artifact). Each is copied to
+# docs/img/<result name>-<artifact>, beside the figures it was recorded with.
+DEMO_FIGURES = {("kws_densenet_bilstm", "full"): ("1x2", "keyword_threshold.png")}
 # Per-class, per-family and per-keyword metrics stay in MLflow; the docs quote the run's headline figures.
 DETAIL_METRIC = re.compile(r"_(class|family|keyword)_|false_accepts_|^val_|^train_|^epoch_|_ci_|^act_dcf|_threshold_|"
                            r"^cllr_|^min_dcf_p0[15]_|_enroll[0-9]")
@@ -97,7 +102,23 @@ def record_demos(tracking_uri: str) -> list[Path]:
         if values:
             recorded = datetime.fromtimestamp(newest / 1000, UTC).date().isoformat()
             written.append(publish(name, command, values, recorded=recorded))
+            written += _copy_figure(client, name, values, DEMO_FIGURES.get((workload, preset)))
     return written
+
+
+def _copy_figure(client: Any, name: str, values: dict[str, Any], figure: tuple[str, str] | None) -> list[Path]:
+    """docs/img/<name>-<artifact>: a figure the recorded run logged (none if it logged none, e.g. an older run)."""
+    if figure is None or figure[0] not in values:
+        return []
+    configuration, artifact = figure
+    run_id = values[configuration]["run_id"]
+    if artifact not in {item.path for item in client.list_artifacts(run_id)}:
+        return []
+    with tempfile.TemporaryDirectory() as scratch:
+        target = REPO_ROOT / "docs" / "img" / f"{name}-{artifact.replace('_', '-')}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(client.download_artifacts(run_id, artifact, scratch), target)
+    return [target]
 
 
 def _demo_runs(client: Any, experiment: Any, preset: str) -> tuple[dict[str, Any], int]:
