@@ -139,6 +139,9 @@ BAD_URIS = [
     ("tracking_uri", "ftp://host/x", "not allowed"),
     ("data_source", "hdfs:///landing", "needs a host"), ("data_source", "s3://bucket/mnist", "not allowed"),
     ("data_source", "http://host:99999/mnist", "port"), ("data_source", "file:///data/mnist", "not allowed"),
+    # MLflow 3's file store refuses to start (a traceback at the first run): sqlite:///path instead
+    ("tracking_uri", "file:///tmp/mlruns", "use sqlite://"),
+    ("tracking_uri", "./mlruns", "a plain path is not allowed"),
 ]
 
 
@@ -155,8 +158,7 @@ def test_a_bad_uri_setting_is_refused_by_validate_naming_the_setting(name, value
     ("data_root", "hdfs://[::1]:8020/x"), ("existing_shards", "hdfs://nn:8020/s"), ("existing_shards", "shards"),
     ("tracking_uri", "sqlite:///var/mlflow/mlflow.db"), ("tracking_uri", "http://localhost:5000"),
     ("tracking_uri", "https://mlflow.example.org"), ("tracking_uri", "postgresql+psycopg2://u:p@db:5432/mlflow"),
-    ("tracking_uri", "file:///tmp/mlruns"), ("tracking_uri", "./mlruns"), ("tracking_uri", "mysql://db/mlflow"),
-    ("data_source", "https://example.org/mnist"), ("data_source", "hdfs://nn:8020/landing/mnist"),
+    ("tracking_uri", "mysql://db/mlflow"), ("data_source", "https://example.org/mnist"), ("data_source", "hdfs://nn:8020/landing/mnist"),
     ("data_source", "/data/mnist"),
 ])
 def test_uri_settings_that_their_readers_understand_are_accepted(name, value):

@@ -52,8 +52,9 @@ _JSON_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "tru
                list: "a list", dict: "an object"}
 # Where datasets and runs live (training.storage): a path, file:// or hdfs://.
 DATASET_SCHEMES = ("", "file", "hdfs")
-# What MLflow's tracking_uri takes here: a path, file:, SQLite, an MLflow server, a database server.
-TRACKING_SCHEMES = ("", "file", "sqlite", "http", "https", "postgresql", "mysql", "mssql")
+# What MLflow's tracking_uri takes here: SQLite, an MLflow server, a database server. Not a path or file:// — MLflow
+# 3 refuses its file store (maintenance mode) with a traceback at the first run, so it is refused here, in one line.
+TRACKING_SCHEMES = ("sqlite", "http", "https", "postgresql", "mysql", "mssql")
 # Schemes whose URIs must name a host: a NameNode, a web server.
 HOST_SCHEMES = ("hdfs", "http", "https")
 _HOST = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_.-]*[A-Za-z0-9_])?|[0-9A-Fa-f:.]+")  # a name, an IPv4 or IPv6 address
