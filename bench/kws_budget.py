@@ -158,7 +158,7 @@ def draw(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def main() -> None:
-    from training.config import RunSpec
+    from training.config import RunSpec, RunSpecError
     from training.contract import EVALUATE, TRAIN
 
     parser = argparse.ArgumentParser(description=__doc__, allow_abbrev=False,
@@ -174,12 +174,15 @@ def main() -> None:
     if (os.cpu_count() or 1) < 2:
         raise SystemExit("the bench pins its two arms to two cores; this machine has one")
 
-    BENCH_ROOT.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = {"workload": "kws_densenet_bilstm", "nodes": 1, "workers_per_node": 1, "learning_rate_decay": "cosine",
             "data_root": str(BENCH_ROOT / "data"), "tracking_uri": f"sqlite:///{BENCH_ROOT / 'mlflow.db'}"}
-    specs = {name: RunSpec(**base, **changes, run_name=f"{name}-{stamp}", spark_master="local[2]").validate()
-             for name, changes in arms(args).items()}
+    try:  # the run settings' own bounds (speakers, epochs) refuse a bad flag, in one line
+        specs = {name: RunSpec(**base, **changes, run_name=f"{name}-{stamp}", spark_master="local[2]").validate()
+                 for name, changes in arms(args).items()}
+    except RunSpecError as error:
+        parser.error(f"{error} (from --speakers {args.speakers}, --factor {args.factor}, --epochs {args.epochs})")
+    BENCH_ROOT.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     for name, spec in specs.items():
         print(f"{name}: {spec.speakers} speakers, {spec.epochs} epochs — data steps", flush=True)

@@ -391,6 +391,22 @@ def test_kws_budget_stops_every_arm_when_one_fails(tmp_path, monkeypatch):
     assert subprocess.run(["pgrep", "-f", "sleep 617"], capture_output=True).returncode == 1  # not left training
 
 
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--factor", "0"], "epochs=0: must be ≥ 1"), (["--speakers", "-3"], "speakers=-3: must be ≥ 1"),
+    (["--speakers", "600"], "speakers=2400: must be ≤ 2000"), (["--epochs", "0"], "epochs=0: must be ≥ 1"),
+])
+def test_kws_budget_refuses_a_flag_the_run_settings_bound_in_one_line(tmp_path, monkeypatch, capsys, flags,
+                                                                      message):
+    module = bench("kws_budget")
+    monkeypatch.setattr(module, "BENCH_ROOT", tmp_path / "bench")
+    monkeypatch.setattr(sys, "argv", ["kws_budget.py", *flags])
+    with pytest.raises(SystemExit) as stopped:
+        module.main()
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert stopped.value.code == 2 and message in error and "Traceback" not in error
+    assert not (tmp_path / "bench").exists()  # nothing made before the flags were checked
+
+
 def test_kws_generalisation():
     module = bench("kws_generalisation")
 
