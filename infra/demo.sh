@@ -129,4 +129,4 @@ echo "  make mlflow-ui$store    → http://127.0.0.1:5000, experiment $dag_id (c
 echo "  make airflow-up$store   → http://127.0.0.1:8080, DAG $dag_id (the command prints the login)"
 echo "  re-running make demo is a no-op per configuration; make clean starts over"
 } | tee "$summary.tmp"
-mv "$summary.tmp" "$summary"
+infra/keep-summary.sh "$summary.tmp" "$summary"

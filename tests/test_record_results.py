@@ -80,3 +80,23 @@ def test_every_preset_of_a_workload_has_a_demo_command_that_the_makefile_defines
     for (workload, preset), command in module.DEMO_COMMANDS.items():
         assert f"\n{command.removeprefix('make ')}:" in makefile, command
         assert not preset or preset in workloads.definition(workload).presets
+
+
+def test_a_demo_re_run_that_trained_nothing_keeps_the_summary_of_the_demo_that_did(tmp_path):
+    import subprocess
+
+    kept, new = tmp_path / "demo-summary.txt", tmp_path / "demo-summary.txt.tmp"
+
+    def summary(wall: int, run: str) -> str:
+        return f"test accuracy 98 %\nMLflow run        {run} in experiment kws\ndemo wall time    {wall} s\n"
+
+    def keep(text: str) -> str:
+        new.write_text(text)
+        subprocess.run([REPO_ROOT / "infra" / "keep-summary.sh", new, kept], check=True, capture_output=True)
+        assert not new.exists()
+        return kept.read_text()
+
+    assert keep(summary(2231, "abc")) == summary(2231, "abc")  # the first: kept
+    assert keep(summary(43, "abc")) == summary(2231, "abc")  # a no-op re-run: the same run, the real wall time kept
+    assert keep(summary(1900, "def")) == summary(1900, "def")  # retrained: replaced
+    assert keep("the DAG run printed no run\n") == "the DAG run printed no run\n"  # nothing to compare: replaced
