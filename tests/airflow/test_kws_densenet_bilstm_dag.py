@@ -185,4 +185,5 @@ def test_a_real_run_on_a_tiny_synthetic_corpus(dag, dag_bag, tmp_path, triggerin
     assert metrics["keyword_threshold"] == pytest.approx(threshold["keyword_threshold"])
     assert metrics["open_set_false_accept_rate_at_threshold"] <= metrics["open_set_false_accept_rate"]
     assert metrics["closed_set_false_accept_rate_at_threshold"] <= metrics["closed_set_false_accept_rate"]
-    assert len(threshold["validation_curve"]["threshold"]) == 101
+    curve = threshold["validation_curve"]["threshold"]
+    assert curve[0] == 0.0 and curve[-1] == 1.0 and curve == sorted(curve)

@@ -68,8 +68,13 @@ def thresholded_predictions(probabilities: np.ndarray, class_names: Sequence[str
 def threshold_curve(validation: np.ndarray, validation_labels: np.ndarray, open_set: np.ndarray,
                     class_names: Sequence[str], points: int = 101) -> dict[str, list[float]]:
     """Validation accuracy and open-set false accepts over thresholds from 0 to 1: what the chosen threshold
-    trades (the evaluation plots it)."""
-    thresholds = np.linspace(0.0, 1.0, points)
+    trades (the evaluation plots it). The thresholds are quantiles of the confidences that can be rejected, so the
+    curve is drawn where they lie (a trained model's are mostly above 0.9), not evenly over [0, 1]."""
+    confidences = [np.max(scores, axis=1)[np.isin(np.argmax(scores, axis=1), keyword_labels(class_names))]
+                   for scores in (np.asarray(validation), np.asarray(open_set))]
+    rejectable = np.concatenate(confidences).astype(np.float64)
+    quantiles = np.quantile(rejectable, np.linspace(0.0, 1.0, points)) if rejectable.size else np.empty(0)
+    thresholds = np.unique(np.concatenate([[0.0], quantiles, [1.0]]))
     labels = np.asarray(validation_labels)
     return {"threshold": thresholds.tolist(),
             "validation_accuracy": [float(np.mean(thresholded_predictions(validation, class_names, t) == labels))
