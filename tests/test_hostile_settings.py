@@ -152,6 +152,16 @@ def test_a_bad_uri_setting_is_refused_by_validate_naming_the_setting(name, value
     assert_one_short_line(caught.value, name)
 
 
+def test_an_mlflow_tracking_uri_from_the_environment_is_checked_as_the_setting_is(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "./mlruns")
+    with pytest.raises(RunSpecError, match=r"MLFLOW_TRACKING_URI='./mlruns' .*a plain path is not allowed") as caught:
+        RunSpec().validate()
+    assert_one_short_line(caught.value, "MLFLOW_TRACKING_URI")
+    RunSpec(tracking_uri="sqlite:///var/mlflow.db").validate()  # the setting wins: the environment is not read
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
+    RunSpec().validate()
+
+
 @pytest.mark.parametrize(("name", "value"), [
     ("data_root", "hdfs://namenode:8020/cloudburst"), ("data_root", "hdfs://namenode/cloudburst"),
     ("data_root", "file:///var/data"), ("data_root", "/var/data"), ("data_root", "var/data"),

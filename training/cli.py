@@ -227,16 +227,19 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                         help="what to optimise (default: %(default)s)")
     advise.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
                         help="cheapest_under_time_limit: the longest training time allowed")
-    advise.add_argument("--tracking-uri", default="", type=_uri_argument(TRACKING_SCHEMES),
+    advise.add_argument("--tracking-uri", default="", type=_uri_argument(TRACKING_SCHEMES, optional=True),
                         help="MLflow store (default: $MLFLOW_TRACKING_URI or SQLite under ./var/mlflow)")
     advise.set_defaults(handler=_advise)
     return parser
 
 
-def _uri_argument(schemes: tuple[str, ...]) -> Callable[[str], str]:
-    """An argument checked as URI settings are: its scheme one of ``schemes``, its host and port well formed."""
+def _uri_argument(schemes: tuple[str, ...], optional: bool = False) -> Callable[[str], str]:
+    """An argument checked as URI settings are: its scheme one of ``schemes``, its host and port well formed; an
+    ``optional`` one may be empty (its default)."""
 
     def uri(value: str) -> str:
+        if optional and value == "":
+            return value
         problem = uri_problem(value, schemes)
         if problem:
             raise argparse.ArgumentTypeError(f"{shown(value)}: {problem}")

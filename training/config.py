@@ -26,10 +26,12 @@ from training.settings import (
     SECTIONS,
     SHARED_SETTINGS,
     STRATEGIES,
+    TRACKING_SCHEMES,
     RunSpecError,
     Setting,
     shown,
     shown_names,
+    uri_problem,
 )
 from training.strategy_rules import StrategyRules, rules_of
 
@@ -196,6 +198,10 @@ class _RunSpecMethods:
         raise RunSpecError naming the first bad one."""
         for name, entry in SETTINGS.items():
             entry.check(getattr(self, name))
+        environment = "" if self.tracking_uri else os.environ.get("MLFLOW_TRACKING_URI", "")
+        if environment and (problem := uri_problem(environment, TRACKING_SCHEMES)):
+            raise RunSpecError(f"MLFLOW_TRACKING_URI={shown(environment)} (tracking_uri is empty, so it is used): "
+                               f"{problem}")
         definition = workloads.definition(self.workload)
         self.strategy_rules.check(self)
         if definition.check is not None:
