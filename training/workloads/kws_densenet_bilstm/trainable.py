@@ -63,7 +63,7 @@ def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: 
     import json
 
     from training.speech import ingest as speech_ingest
-    from training.strategies.evaluation_clock import predicted_classes
+    from training.strategies.evaluation_clock import class_probabilities
     from training.workloads.kws_densenet_bilstm.metrics import accuracy_by_group, false_accepts
 
     features_uri = spec.augmented_uri()
@@ -72,12 +72,14 @@ def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: 
     metrics: dict[str, float] = {}
     report: dict[str, Any] = {}
     families = clips.get("voice_families") or {}
+    scores: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # split → (softmax, labels): scored once, read twice
     for kind, split in (("open_set", speech_ingest.OPEN_SET_TEST_SPLIT),
                         ("closed_set", speech_ingest.NON_KEYWORD_TEST_SPLIT)):
         if not splits.get(split, {}).get("rows"):
             continue
         batch = image_records.read_split(features_uri, split)
-        predictions = predicted_classes(model, batch.images)
+        scores[split] = (class_probabilities(model, batch.images), batch.labels)
+        predictions = np.argmax(scores[split][0], axis=1)
         rate, by_keyword = false_accepts(predictions, class_names)
         metrics[f"{kind}_false_accept_rate"] = rate
         metrics.update({f"{kind}_false_accepts_{keyword}": share for keyword, share in by_keyword.items()})
@@ -110,17 +112,19 @@ def evaluate_keywords_and_families(spec: RunSpec, model: Any, test_predictions: 
     artifacts = {}
     if splits.get(speech_ingest.OPEN_SET_VALIDATION_SPLIT, {}).get("rows"):
         threshold_metrics, report["keyword_threshold"], artifacts["keyword_threshold.png"] = keyword_operating_point(
-            spec, model, class_names)
+            spec, model, class_names, scores)
         metrics |= threshold_metrics
     if report:
         artifacts["keyword_evaluation.json"] = json.dumps(report, indent=2).encode()
     return metrics, artifacts
 
 
-def keyword_operating_point(spec: RunSpec, model: Any, class_names: list[str]) -> tuple[dict[str, float], dict, bytes]:
+def keyword_operating_point(spec: RunSpec, model: Any, class_names: list[str],
+                            scores: dict[str, tuple[np.ndarray, np.ndarray]]) -> tuple[dict[str, float], dict, bytes]:
     """The keyword threshold chosen on validation for ``open_set_false_accept_target`` % open-set false accepts
     (the validation speakers' clips of words never trained on), and the test figures at it: (metrics, report,
-    the validation curve as a PNG). The test split is only scored at the chosen threshold."""
+    the validation curve as a PNG). The test split is only scored at the chosen threshold. ``scores`` holds the
+    (softmax, labels) of splits already scored (the test open and closed sets); the others are scored here."""
     from training.evaluation.figures import keyword_threshold_png
     from training.speech import ingest as speech_ingest
     from training.strategies.evaluation_clock import class_probabilities
@@ -132,10 +136,11 @@ def keyword_operating_point(spec: RunSpec, model: Any, class_names: list[str]) -
     )
 
     features_uri = spec.augmented_uri()
-    scores = {split: (class_probabilities(model, batch.images), batch.labels)
-              for split in ("validation", speech_ingest.OPEN_SET_VALIDATION_SPLIT, "test",
-                            speech_ingest.OPEN_SET_TEST_SPLIT, speech_ingest.NON_KEYWORD_TEST_SPLIT)
-              for batch in [image_records.read_split(features_uri, split)]}
+    for split in ("validation", speech_ingest.OPEN_SET_VALIDATION_SPLIT, "test", speech_ingest.OPEN_SET_TEST_SPLIT,
+                  speech_ingest.NON_KEYWORD_TEST_SPLIT):
+        if split not in scores:
+            batch = image_records.read_split(features_uri, split)
+            scores[split] = (class_probabilities(model, batch.images), batch.labels)
     threshold = keyword_threshold(scores[speech_ingest.OPEN_SET_VALIDATION_SPLIT][0], class_names,
                                   spec.open_set_false_accept_target / 100)
 
