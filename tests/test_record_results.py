@@ -98,5 +98,7 @@ def test_a_demo_re_run_that_trained_nothing_keeps_the_summary_of_the_demo_that_d
 
     assert keep(summary(2231, "abc")) == summary(2231, "abc")  # the first: kept
     assert keep(summary(43, "abc")) == summary(2231, "abc")  # a no-op re-run: the same run, the real wall time kept
+    moved = summary(43, "abc").replace("experiment kws", "experiment kws (sqlite:////elsewhere/mlflow.db)")
+    assert keep(moved) == summary(2231, "abc")  # the same run printed from another checkout: still the same run
     assert keep(summary(1900, "def")) == summary(1900, "def")  # retrained: replaced
     assert keep("the DAG run printed no run\n") == "the DAG run printed no run\n"  # nothing to compare: replaced
