@@ -51,7 +51,7 @@ demo-full: setup  ## the mnist_elastic_cnn DAG with the full preset (deeper CNN 
 demo-kws: setup  ## the kws_densenet_bilstm DAG on a synthetic Speech Commands corpus of 200 speakers, then a summary
 	infra/demo.sh kws_densenet_bilstm
 
-demo-kws-full: setup  ## the kws_densenet_bilstm DAG with the full preset (1,000 synthetic speakers, 40 epochs, cosine decay), 1x2 (about 40 min on 2 idle cores)
+demo-kws-full: setup  ## the kws_densenet_bilstm DAG with the full preset (1,000 synthetic speakers, 40 epochs, cosine decay, 30 % _unknown_), 1x2 (about an hour on 2 idle cores)
 	DEMO_PRESET=full DEMO_CONFIGS=$${DEMO_CONFIGS:-1x2} infra/demo.sh kws_densenet_bilstm
 
 demo-sv: setup  ## the speaker_verification DAG (models A and B, fused) on a synthetic corpus of 300 speakers, then a summary

@@ -70,7 +70,7 @@ for config in $configs; do spec_of "$config" json > /dev/null; done  # every con
 
 infra/airflow-ready.sh demo  # the metadata database, once and under a lock
 expected="a few minutes"
-[[ -n "${DEMO_PRESET:-}" ]] && expected="30-90 min"  # a full preset: MNIST's about 30 min, keyword spotting's about 40
+[[ -n "${DEMO_PRESET:-}" ]] && expected="30-90 min"  # a full preset: MNIST's about 30 min, keyword spotting's about an hour
 echo "[demo] $dag_id, configurations: $configs; full log: $log ($expected per configuration on 2 cores)"
 started=$(date +%s)
 : > "$log"

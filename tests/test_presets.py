@@ -30,6 +30,7 @@ def test_the_full_keyword_preset_trains_on_more_speakers_not_more_passes_over_th
     full = parsed("--workload", "kws_densenet_bilstm", "--preset", "full")
     demo = parsed("--workload", "kws_densenet_bilstm")
     assert (full.speakers, full.epochs, full.learning_rate_decay) == (1000, 40, "cosine")
+    assert (full.train_unknown_percentage, demo.train_unknown_percentage) == (30, 10)  # chosen on validation
     assert full.speakers == 5 * demo.speakers and full.batch_size_per_worker == demo.batch_size_per_worker
 
 
