@@ -33,7 +33,8 @@ BENCH_ROOT = REPO_ROOT / "var" / "bench" / "kws-generalisation"
 CLI = str(Path(sys.executable).parent / "cloudburst")
 MAIN_FAMILIES = ("espeak-ng", "espeak", "mbrola", "pico", "festival", "flite", "rhvoice")
 TARGETS = {"held_out": 0.93, "same_generator": 0.97, "false_accepts": 0.05}
-RUNS = {"bench-kws-generalisation": ("make bench-kws-generalisation", [])}
+RUNS = {"bench-kws-generalisation": ("make bench-kws-generalisation", []),
+        "bench-kws-leave-one-engine-out": ("make bench-kws-leave-one-engine-out", ["--skip-augmentation"])}
 FIGURES = ("held_out", "worst_held_out", "same_generator", "false_accepts", "samples_per_second", "wall_seconds")
 
 

@@ -60,6 +60,9 @@ install_debian_packages() {
   wanted+=(festival festvox-kallpc16k festvox-kdlpc16k festvox-us-slt-hts festvox-rablpc16k festvox-don festvox-us1
            festvox-us2 festvox-us3 festvox-en1 festvox-ellpc11k festvox-italp16k festvox-itapc16k festvox-suopuhe-mv
            festvox-czech-dita festvox-czech-machac)
+  # Node.js and npm: bench/kws_foreign_engine.py runs SAM (sam-js from npm), a synthesiser the corpus never uses.
+  # Only when missing: a Node.js from elsewhere (e.g. NodeSource's, which bundles npm) is kept.
+  command -v node > /dev/null && command -v npm > /dev/null || wanted+=(nodejs npm)
   local sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
   local sources_changed=false
   if enable_contrib_and_non_free "$sudo"; then sources_changed=true; fi

@@ -28,7 +28,7 @@ results = importlib.import_module("results")
 
 # Every bench that publishes (elephas_peer.py is strategies.py's helper, run in its own environment: no result).
 BENCHES = ("cluster_links", "cost_model_fit", "data_pipeline", "elastic_augmentation", "kws_budget",
-           "kws_generalisation", "roofline", "scaling", "speaker_verification", "strategies", "sv_trial_counts")
+           "kws_foreign_engine", "kws_generalisation", "roofline", "scaling", "speaker_verification", "strategies", "sv_trial_counts")
 
 
 
@@ -86,7 +86,8 @@ def test_every_bench_records_the_runs_of_the_make_targets_that_run_it_under_its_
     assert len(names) == len(set(names))
     assert {"bench-scaling", "bench-kws", "bench-sv-scaling-model_a", "bench-sv-scaling-model_b", "bench-strategies",
             "bench-elastic-augmentation", "bench-data-pipeline", "bench-roofline", "bench-sv", "bench-sv-trials",
-            "bench-kws-generalisation", "bench-kws-budget", "bench-cluster", "bench-cost-model-fit"} == set(names)
+            "bench-kws-generalisation", "bench-kws-budget", "bench-cluster", "bench-cost-model-fit",
+            "bench-kws-foreign-engine", "bench-kws-leave-one-engine-out"} == set(names)
 
 
 def test_only_a_make_target_s_arguments_are_recorded():
@@ -136,6 +137,20 @@ def test_sv_trial_counts():
                                         "aims_met"]
     assert [row["aims_met"] for row in tables["sizes"]["rows"]] == ["no", "yes"]
     check_renders("bench-sv-trials", values, tables)
+
+
+def test_kws_foreign_engine():
+    module = bench("kws_foreign_engine")
+    voice = {"keyword_accuracy": 0.5, "open_set_false_accept_rate": 0.25, "keyword_accuracy_at_threshold": 0.2,
+             "open_set_false_accept_rate_at_threshold": 0.05}
+    run = {"run": "demo-full-horovod-1x2", "corpus_keyword_accuracy": 0.98, "keyword_accuracy": 0.5,
+           "open_set_false_accept_rate": 0.28, "closed_set_false_accept_rate": 0.14, "keyword_threshold": 0.9876,
+           "keyword_accuracy_at_threshold": 0.24, "open_set_false_accept_rate_at_threshold": 0.03,
+           "voices": {"sam": voice, "elf": voice}, "keywords": {"yes": {"accuracy": 0.6, "taken_for": "no 20 %"}}}
+    values, tables = module.result_tables([run])
+    assert values["demo_full_horovod_1x2"]["keyword_accuracy"] == 0.5
+    assert set(tables) == {"runs", "keywords_demo_full_horovod_1x2", "voices_demo_full_horovod_1x2"}
+    check_renders("bench-kws-foreign-engine", values, tables)
 
 
 def test_elastic_augmentation():
