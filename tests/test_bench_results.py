@@ -28,7 +28,8 @@ results = importlib.import_module("results")
 
 # Every bench that publishes (elephas_peer.py is strategies.py's helper, run in its own environment: no result).
 BENCHES = ("cluster_links", "cost_model_fit", "data_pipeline", "elastic_augmentation", "kws_budget",
-           "kws_foreign_engine", "kws_generalisation", "roofline", "scaling", "speaker_verification", "strategies", "sv_trial_counts")
+           "kws_foreign_engine", "kws_generalisation", "roofline", "scaling", "speaker_verification", "strategies",
+           "sv_trial_counts")
 
 
 
