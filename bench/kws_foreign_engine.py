@@ -213,7 +213,8 @@ def score(probabilities: np.ndarray, words: list[str], voices: list[str], class_
     figures["voices"] = per_voice
     argmax = predictions[""]
     figures["keywords"] = {word: {"accuracy": _share(argmax[words_array == word] == class_names.index(word)),
-                                  "taken_for": _most_common(class_names, argmax[words_array == word])}
+                                  "mistaken_for": _commonest_mistake(class_names, argmax[words_array == word],
+                                                                     class_names.index(word))}
                            for word in KEYWORDS}
     return figures
 
@@ -223,11 +224,12 @@ def _share(hits: np.ndarray) -> float:
     return float(np.mean(hits)) if hits.size else float("nan")
 
 
-def _most_common(class_names: list[str], predicted: np.ndarray) -> str:
-    """The class a keyword's clips were most often taken for, other than itself, with its share (or "—")."""
+def _commonest_mistake(class_names: list[str], predicted: np.ndarray, label: int) -> str:
+    """The class a keyword's clips were most often wrongly taken for, with its share of them (or "—")."""
     counts = np.bincount(predicted, minlength=len(class_names)).astype(float)
-    order = [label for label in np.argsort(-counts, kind="stable") if counts[label] > 0]
-    return f"{class_names[order[0]]} {100 * counts[order[0]] / counts.sum():.0f} %" if order else "—"
+    total, counts[label] = counts.sum(), 0
+    wrong = int(np.argmax(counts))
+    return f"{class_names[wrong]} {100 * counts[wrong] / total:.0f} %" if counts[wrong] else "—"
 
 
 def evaluate_run(run_uri: str, clips: np.ndarray, words: list[str], voices: list[str]) -> dict[str, Any]:
@@ -279,7 +281,7 @@ def result_tables(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str,
                      ("at the threshold: keyword acc.", "keyword_accuracy_at_threshold", "pct1"),
                      ("open-set FA", "open_set_false_accept_rate_at_threshold", "pct1")]
     keyword_columns = [("keyword", "word", "text"), ("accuracy, SAM", "accuracy", "pct1"),
-                       ("most often classified as", "taken_for", "text")]
+                       ("most often mistaken for", "mistaken_for", "text")]
     for run in runs:
         tables[f"keywords_{key(run['run'])}"] = table(keyword_columns, [{"word": word, **figures} for word, figures
                                                                         in run["keywords"].items()])

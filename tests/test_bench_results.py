@@ -147,7 +147,7 @@ def test_kws_foreign_engine():
     run = {"run": "demo-full-horovod-1x2", "corpus_keyword_accuracy": 0.98, "keyword_accuracy": 0.5,
            "open_set_false_accept_rate": 0.28, "closed_set_false_accept_rate": 0.14, "keyword_threshold": 0.9876,
            "keyword_accuracy_at_threshold": 0.24, "open_set_false_accept_rate_at_threshold": 0.03,
-           "voices": {"sam": voice, "elf": voice}, "keywords": {"yes": {"accuracy": 0.6, "taken_for": "no 20 %"}}}
+           "voices": {"sam": voice, "elf": voice}, "keywords": {"yes": {"accuracy": 0.6, "mistaken_for": "no 20 %"}}}
     values, tables = module.result_tables([run])
     assert values["demo_full_horovod_1x2"]["keyword_accuracy"] == 0.5
     assert set(tables) == {"runs", "keywords_demo_full_horovod_1x2", "voices_demo_full_horovod_1x2"}

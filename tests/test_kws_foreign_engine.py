@@ -46,8 +46,8 @@ def test_scores_keywords_and_open_and_closed_set_false_accepts_by_argmax_and_at_
     assert figures["open_set_false_accept_rate_at_threshold"] == 0.0
     assert figures["voices"]["sam"]["keyword_accuracy"] == 1.0 and figures["voices"]["elf"]["keyword_accuracy"] == 0
     assert figures["voices"]["sam"]["open_set_false_accept_rate"] == 1.0
-    assert figures["keywords"]["yes"] == {"accuracy": 0.5, "taken_for": "yes 50 %"}
-    assert np.isnan(figures["keywords"]["up"]["accuracy"]) and figures["keywords"]["up"]["taken_for"] == "—"
+    assert figures["keywords"]["yes"] == {"accuracy": 0.5, "mistaken_for": "no 50 %"}
+    assert np.isnan(figures["keywords"]["up"]["accuracy"]) and figures["keywords"]["up"]["mistaken_for"] == "—"
 
 
 def test_sam_speakers_are_seeded_distinct_and_cover_every_voice_within_sam_s_ranges():

@@ -102,3 +102,11 @@ def test_a_demo_re_run_that_trained_nothing_keeps_the_summary_of_the_demo_that_d
     assert keep(moved) == summary(2231, "abc")  # the same run printed from another checkout: still the same run
     assert keep(summary(1900, "def")) == summary(1900, "def")  # retrained: replaced
     assert keep("the DAG run printed no run\n") == "the DAG run printed no run\n"  # nothing to compare: replaced
+
+
+def test_a_recorded_summary_names_no_folder_of_this_machine_not_even_another_checkout_s(record):
+    record, _ = record
+    text = (f"\nlog {record.REPO_ROOT}/var/demo.log\n"
+            "MLflow run 0a in experiment kws (sqlite:////work/wt-demo/var/mlflow/mlflow.db)\n")
+    assert record.shown_summary(text) == ("log …/var/demo.log\n"
+                                          "MLflow run 0a in experiment kws (sqlite:///…/var/mlflow/mlflow.db)")

@@ -98,12 +98,19 @@ def record_demos(tracking_uri: str) -> list[Path]:
         summary = REPO_ROOT / "var" / f"{name}-summary.txt"  # what infra/demo.sh printed last
         if values and summary.exists():
             # The checkout's own folder is this machine's business: a reader's differs.
-            values["summary"] = summary.read_text().strip("\n").replace(str(REPO_ROOT), "…")
+            values["summary"] = shown_summary(summary.read_text())
         if values:
             recorded = datetime.fromtimestamp(newest / 1000, UTC).date().isoformat()
             written.append(publish(name, command, values, recorded=recorded))
             written += _copy_figure(client, name, values, DEMO_FIGURES.get((workload, preset)))
     return written
+
+
+def shown_summary(text: str) -> str:
+    """A demo's summary as the docs show it: the checkout's own folder is this machine's business (a reader's
+    differs), also where the demo ran in another checkout of the same var/ (its MLflow store's path)."""
+    text = text.strip("\n").replace(str(REPO_ROOT), "…")
+    return re.sub(r"(sqlite:///)/\S*?(/var/mlflow/)", r"\1…\2", text)
 
 
 def _copy_figure(client: Any, name: str, values: dict[str, Any], figure: tuple[str, str] | None) -> list[Path]:
