@@ -304,10 +304,16 @@ def print_tables(tables: dict[str, Any]) -> None:
             print("  " + " | ".join(cells))
 
 
+def _run_directory(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("give a run directory (a path, file:// or hdfs:// URI), not an empty string")
+    return text
+
+
 def parser() -> argparse.ArgumentParser:
-    parse = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    parse = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parse.add_argument("--run", action="append", metavar="RUN_DIRECTORY",
+    parse.add_argument("--run", action="append", metavar="RUN_DIRECTORY", type=_run_directory,
                        help="a finished, evaluated 12-class keyword-spotting run's directory (repeatable; default: "
                             "the runs of make demo-kws-full and make demo-kws 1x2)")
     parse.add_argument("--speakers-per-voice", type=int, default=5, choices=range(1, 51), metavar="1-50",
@@ -325,7 +331,13 @@ def main(argv: list[str] | None = None) -> None:
     clips, words, voices = sam_clips(args.speakers_per_voice)
     print(f"SAM {SAM_VERSION}: {len(clips)} clips, {len(SAM_VOICES)} voices × {args.speakers_per_voice} speakers",
           flush=True)
-    runs = [evaluate_run(storage.to_uri(uri), clips, words, voices) for uri in run_uris]
+    from training.models.model_files import ModelFileError
+    from training.settings import RunSpecError
+
+    try:
+        runs = [evaluate_run(storage.to_uri(uri), clips, words, voices) for uri in run_uris]
+    except (storage.DatasetError, ModelFileError, RunSpecError, ValueError) as error:  # one line, no traceback
+        raise SystemExit(f"kws_foreign_engine: {error}") from None
     values, tables = result_tables(runs)
     print_tables(tables)
     publish_run(recorded_as(parse, args, RUNS), values, tables)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -147,3 +148,22 @@ def test_a_run_that_is_not_a_finished_evaluated_keyword_spotter_is_refused_in_on
         evaluation.write_text(json.dumps(change["evaluation"]))
     with pytest.raises(SystemExit, match=message):
         foreign.evaluate_run(spec.run_uri(), np.zeros((1, 16_000), np.int16), ["yes"], ["sam"])
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--run", ""], "give a run directory"),
+    (["--speakers-per-voice", "0"], "invalid choice"),
+    (["--run", "DAMAGED"], r"^kws_foreign_engine: file://.*result\.json: damaged, not valid JSON"),
+    (["--run", "MISSING"], "no trained and evaluated run there"),
+])
+def test_bad_arguments_and_damaged_runs_end_in_one_line(tmp_path, monkeypatch, capsys, arguments, message):
+    (tmp_path / "damaged").mkdir()
+    (tmp_path / "damaged" / RESULT_FILE).write_text("not json")
+    (tmp_path / "damaged" / EVALUATION_FILE).write_text("{}")
+    arguments = [{"DAMAGED": str(tmp_path / "damaged"), "MISSING": str(tmp_path / "missing")}.get(argument, argument)
+                 for argument in arguments]
+    monkeypatch.setattr(foreign, "sam_clips", lambda per_voice: (np.zeros((1, 16_000), np.int16), ["yes"], ["sam"]))
+    with pytest.raises(SystemExit) as stopped:
+        foreign.main(arguments)
+    shown = str(stopped.value.code) if stopped.value.code not in (None, 2) else capsys.readouterr().err.strip()
+    assert re.search(message, shown.splitlines()[-1]), shown  # argparse's usage lines, then its one-line error
