@@ -232,18 +232,27 @@ def _commonest_mistake(class_names: list[str], predicted: np.ndarray, label: int
     return f"{class_names[wrong]} {100 * counts[wrong] / total:.0f} %" if counts[wrong] else "—"
 
 
-def evaluate_run(run_uri: str, clips: np.ndarray, words: list[str], voices: list[str]) -> dict[str, Any]:
-    """A finished and evaluated keyword-spotting run's figures on the SAM clips, its model checked against the
-    version its record kept."""
+@dataclass(frozen=True)
+class CheckedRun:
+    """A finished, evaluated 12-class keyword-spotting run, its model read through the checked loader."""
+
+    spec: Any
+    model: Any
+    class_names: list[str]
+    threshold: float
+    metrics: dict[str, Any]
+
+
+def checked_run(run_uri: str) -> CheckedRun:
+    """The run at ``run_uri``, checked before any clip is made: its record, evaluation and spec, and its model
+    against the version its record kept. Anything else ends in one line (SystemExit)."""
     from training.config import RunSpec
     from training.contract import EVALUATION_FILE, RESULT_FILE, RUN_SPEC_FILE
     from training.models import model_files
-    from training.speech.audio.features import compute_features
-    from training.strategies.evaluation_clock import class_probabilities
 
     record = storage.read_json(storage.join(run_uri, RESULT_FILE))
     evaluation = storage.read_json(storage.join(run_uri, EVALUATION_FILE))
-    if record is None or evaluation is None:
+    if record is None or evaluation is None:  # read_json: None when absent, a JSON object otherwise
         raise SystemExit(f"{run_uri}: no trained and evaluated run there (make demo-kws-full and make demo-kws make "
                          f"the default ones)")
     if evaluation.get("mlflow_run_id") != record.get("mlflow_run_id"):
@@ -251,19 +260,34 @@ def evaluate_run(run_uri: str, clips: np.ndarray, words: list[str], voices: list
     spec = RunSpec.from_mapping(storage.read_json(storage.join(run_uri, RUN_SPEC_FILE)) or {})
     if spec.workload != WORKLOAD or spec.kws_task != 12:
         raise SystemExit(f"{run_uri}: not a 12-class {WORKLOAD} run")
-    metrics = evaluation.get("metrics", {})
-    if "keyword_threshold" not in metrics:
-        raise SystemExit(f"{run_uri}: evaluated before the keyword threshold existed; evaluate it again")
+    metrics = evaluation.get("metrics")
+    threshold = metrics.get("keyword_threshold") if isinstance(metrics, dict) else None
+    if type(threshold) not in (int, float) or not 0 <= threshold <= 1:
+        raise SystemExit(f"{run_uri}: its evaluation holds no keyword threshold in [0, 1] (evaluated before the "
+                         f"threshold existed?); evaluate it again")
+    if not all(isinstance(metrics.get(f"test_accuracy_class_{word}"), int | float) for word in KEYWORDS):
+        raise SystemExit(f"{run_uri}: its evaluation holds no per-keyword test accuracy; evaluate it again")
     class_names = list(storage.require_manifest(spec.augmented_uri())["class_names"])
-    model = model_files.load_run_model(record)
+    return CheckedRun(spec, model_files.load_run_model(record), class_names, float(threshold), metrics)
+
+
+def score_run(run: CheckedRun, clips: np.ndarray, words: list[str], voices: list[str]) -> dict[str, Any]:
+    """A checked run's figures on the SAM clips, beside its own keyword accuracy on its test speakers."""
+    from training.speech.audio.features import compute_features
+    from training.strategies.evaluation_clock import class_probabilities
+
     # float16, as the features job stores them: the model sees what it saw on its test split
-    features = compute_features(clips, spec.features).astype(np.float16)
-    figures = score(class_probabilities(model, features), words, voices, class_names,
-                    float(metrics["keyword_threshold"]))
-    figures["run"] = spec.run_name
-    figures["corpus_keyword_accuracy"] = float(np.mean([metrics[f"test_accuracy_class_{word}"] for word in KEYWORDS]))
-    figures["corpus_open_set_false_accept_rate"] = metrics.get("open_set_false_accept_rate")
+    features = compute_features(clips, run.spec.features).astype(np.float16)
+    figures = score(class_probabilities(run.model, features), words, voices, run.class_names, run.threshold)
+    figures["run"] = run.spec.run_name
+    figures["corpus_keyword_accuracy"] = float(np.mean([run.metrics[f"test_accuracy_class_{word}"]
+                                                        for word in KEYWORDS]))
+    figures["corpus_open_set_false_accept_rate"] = run.metrics.get("open_set_false_accept_rate")
     return figures
+
+
+def evaluate_run(run_uri: str, clips: np.ndarray, words: list[str], voices: list[str]) -> dict[str, Any]:
+    return score_run(checked_run(run_uri), clips, words, voices)
 
 
 def result_tables(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -323,21 +347,22 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     from training.config import RunSpec
+    from training.models.model_files import ModelFileError
+    from training.settings import RunSpecError
 
     parse = parser()
     args = parse.parse_args(argv)
     run_uris = args.run or [RunSpec.from_mapping({"workload": WORKLOAD, "run_name": name}).run_uri()
                             for name in DEFAULT_RUNS]
+
+    try:  # every run checked before SAM speaks: a bad one ends at once, in one line
+        checked = [checked_run(storage.to_uri(uri)) for uri in run_uris]
+    except (storage.DatasetError, ModelFileError, RunSpecError, ValueError) as error:
+        raise SystemExit(f"kws_foreign_engine: {error}") from None
     clips, words, voices = sam_clips(args.speakers_per_voice)
     print(f"SAM {SAM_VERSION}: {len(clips)} clips, {len(SAM_VOICES)} voices × {args.speakers_per_voice} speakers",
           flush=True)
-    from training.models.model_files import ModelFileError
-    from training.settings import RunSpecError
-
-    try:
-        runs = [evaluate_run(storage.to_uri(uri), clips, words, voices) for uri in run_uris]
-    except (storage.DatasetError, ModelFileError, RunSpecError, ValueError) as error:  # one line, no traceback
-        raise SystemExit(f"kws_foreign_engine: {error}") from None
+    runs = [score_run(run, clips, words, voices) for run in checked]
     values, tables = result_tables(runs)
     print_tables(tables)
     publish_run(recorded_as(parse, args, RUNS), values, tables)

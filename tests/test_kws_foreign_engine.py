@@ -137,7 +137,11 @@ def test_a_published_run_is_scored_through_the_checked_loader_and_a_replaced_mod
 @pytest.mark.parametrize(("change", "message"), [
     ({"evaluation": None}, "no trained and evaluated run there"),
     ({"evaluation": {"mlflow_run_id": "other", "metrics": {}}}, "its evaluation is of another training run"),
-    ({"evaluation": {"mlflow_run_id": "r1", "metrics": {}}}, "evaluated before the keyword threshold existed"),
+    ({"evaluation": {"mlflow_run_id": "r1", "metrics": {}}}, "holds no keyword threshold in"),
+    ({"evaluation": {"mlflow_run_id": "r1", "metrics": [1]}}, "holds no keyword threshold in"),
+    ({"evaluation": {"mlflow_run_id": "r1", "metrics": {"keyword_threshold": "0.5"}}}, "no keyword threshold in"),
+    ({"evaluation": {"mlflow_run_id": "r1", "metrics": {"keyword_threshold": 1.5}}}, "no keyword threshold in"),
+    ({"evaluation": {"mlflow_run_id": "r1", "metrics": {"keyword_threshold": 0.5}}}, "no per-keyword test accuracy"),
 ])
 def test_a_run_that_is_not_a_finished_evaluated_keyword_spotter_is_refused_in_one_line(tmp_path, change, message):
     spec = published_run(tmp_path)
