@@ -20,7 +20,9 @@ Every step publishes atomically and is idempotent, so retries are safe. Triggere
 by the keyword-spotting DAG's model asset (`kws_densenet_bilstm_model`): such a run starts model A from the keyword
 spotter that published it (`transfer_from` = its run directory). Train that spotter with
 `training_speakers=sv_train` and the same `held_out_families`: a spotter that heard an sv_dev or sv_eval speaker
-is refused before any training starts.
+is refused before any training starts. `transfer_from` may also name a speaker model A pretrained on a separate
+pool of speakers (its `model_a` run directory, e.g. a run on the synthetic corpus of another seed): its trunk and
+embedding layer are copied, then every layer fine-tunes.
 """
 
 from __future__ import annotations

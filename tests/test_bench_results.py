@@ -29,7 +29,7 @@ results = importlib.import_module("results")
 # Every bench that publishes (elephas_peer.py is strategies.py's helper, run in its own environment: no result).
 BENCHES = ("cluster_links", "cost_model_fit", "data_pipeline", "elastic_augmentation", "kws_budget",
            "kws_foreign_engine", "kws_generalisation", "roofline", "scaling", "speaker_verification", "strategies",
-           "sv_trial_counts")
+           "sv_transfer", "sv_trial_counts")
 
 
 
@@ -88,7 +88,7 @@ def test_every_bench_records_the_runs_of_the_make_targets_that_run_it_under_its_
     assert {"bench-scaling", "bench-kws", "bench-sv-scaling-model_a", "bench-sv-scaling-model_b", "bench-strategies",
             "bench-elastic-augmentation", "bench-data-pipeline", "bench-roofline", "bench-sv", "bench-sv-trials",
             "bench-kws-generalisation", "bench-kws-budget", "bench-cluster", "bench-cost-model-fit",
-            "bench-kws-foreign-engine", "bench-kws-leave-one-engine-out"} == set(names)
+            "bench-kws-foreign-engine", "bench-kws-leave-one-engine-out", "bench-sv-transfer"} == set(names)
 
 
 def test_only_a_make_target_s_arguments_are_recorded():

@@ -353,7 +353,7 @@ def test_transfer_from_refuses_what_is_not_a_keyword_spotter_trained_on_sv_train
             stages_with(candidate.run_uri())
     other = spec.for_branch("model_b").with_changes(run_name="other")
     storage.write_json(storage.join(other.run_uri(), RUN_SPEC_FILE), other.to_mapping())
-    with pytest.raises(RunSpecError, match="a speaker_verification run, not a keyword spotter"):
+    with pytest.raises(RunSpecError, match="a speaker_verification run of model_b, not of model_a"):
         stages_with(other.run_uri())
     # Model B checks the reference too (whichever branch trains first refuses it), and trains in one stage.
     with pytest.raises(RunSpecError, match="outside sv_train"):
@@ -377,6 +377,56 @@ def test_transfer_from_refuses_what_is_not_a_keyword_spotter_trained_on_sv_train
     with pytest.raises(ValueError, match="training_speakers must be one of all, sv_train"):
         speech_ingest.ingest(str(corpus), str(tmp_path / "never"), training_speakers="sv_eval")
     assert not (tmp_path / "never").exists()
+
+
+def test_transfer_from_a_speaker_model_pretrained_on_other_speakers_and_its_refusals(corpus, tmp_path):
+    """A finished speaker model A of another corpus (a pool of other speakers) is a source: two stages. Refused in
+    one line before any training: its model B, an unfinished run, a corpus that is gone, and a pool whose sv_train
+    holds one of this corpus's sv_eval speakers."""
+    from training.contract import RESULT_FILE, RUN_SPEC_FILE
+    from training.jobs.train import training_stages
+    from training.workloads.speaker_verification import trainable
+
+    root = tmp_path / "root"
+    spec = RunSpec(workload="speaker_verification", data_source=str(corpus), data_root=str(root), epochs=3,
+                   tracking_uri=f"sqlite:///{tmp_path}/mlflow.db")
+    trainable.ingest(spec)
+    pool_corpus = make_speaker_corpus(tmp_path / "pool", speaker_ids(72)[36:])  # none of the corpus's speakers
+    pool = RunSpec(workload="speaker_verification", data_source=str(pool_corpus), data_root=str(root), epochs=3,
+                   run_name="pool")
+    trainable.ingest(pool)
+
+    def published(source: RunSpec, finished: bool = True) -> str:
+        storage.write_json(storage.join(source.run_uri(), RUN_SPEC_FILE), source.to_mapping())
+        if finished:
+            storage.write_json(storage.join(source.run_uri(), RESULT_FILE),
+                               {"mlflow_run_id": "x", "result": {"model_uri": "nowhere"}})
+        return source.run_uri()
+
+    def stages_with(reference: str) -> list[RunSpec]:
+        return training_stages(spec.with_changes(transfer_from=reference).for_branch("model_a").validate())
+
+    source = published(pool.for_branch("model_a"))
+    assert [(stage.transfer_stage, stage.transfer_from) for stage in stages_with(source)] == [
+        ("head", source), ("fine_tune", source)]
+    from training.workloads.speaker_verification.transfer import source_knows_voices
+
+    assert source_knows_voices(stages_with(source)[0])
+    with pytest.raises(RunSpecError, match="a speaker_verification run of model_b, not of model_a"):
+        stages_with(published(pool.for_branch("model_b")))
+    with pytest.raises(RunSpecError, match="holds no finished training"):
+        stages_with(published(pool.for_branch("model_a").with_changes(run_name="unfinished"), finished=False))
+    gone = pool.with_changes(data_source=str(tmp_path / "gone"), run_name="gone").for_branch("model_a")
+    with pytest.raises(RunSpecError, match="is gone or records no speaker sets"):
+        stages_with(published(gone))
+    sets = storage.require_manifest(spec.raw_uri())["speaker_sets"]
+    evaluated = sorted(speaker for speaker, name in sets.items() if name == "sv_eval")
+    overlapping = pool.with_changes(data_source=str(tmp_path / "overlapping"), run_name="overlap")
+    storage.write_json(storage.join(overlapping.raw_uri(), storage.MANIFEST_NAME),
+                       {"speaker_sets": {evaluated[0]: "sv_train", "0000beef": "sv_train"}})
+    with pytest.raises(RunSpecError, match=rf"the speaker model was trained on 1 speakers outside sv_train \(1 of "
+                                           rf"them in sv_eval, e\.g\. {evaluated[0]}\)"):
+        stages_with(published(overlapping.for_branch("model_a")))
 
 
 @pytest.mark.spark
@@ -415,6 +465,39 @@ def test_auto_transfer_trains_a_spotter_then_the_head_on_its_frozen_trunk_then_f
         np.testing.assert_array_equal(mine, theirs)  # still frozen
     assert any(not np.array_equal(mine, theirs) for mine, theirs in
                zip(weights(models["fine_tune"], upper), weights(models["head"], upper), strict=True))
+
+
+@pytest.mark.spark
+def test_a_speaker_model_pretrained_on_a_pool_gives_trunk_and_embedding_then_every_layer_fine_tunes(
+        spark, corpus, tmp_path):
+    from training.jobs.train import train_run, training_stages
+    from training.models.model_files import load_run_model
+    from training.workloads.speaker_verification.speaker_embedding import EMBEDDING_LAYER, trunk_units
+
+    settings = {"strategy": "averaging", "nodes": 1, "workers_per_node": 2, "batch_size_per_worker": 8,
+                "rounds_per_epoch": 1, "evaluations_per_epoch": 1, "data_root": str(tmp_path / "root"),
+                "tracking_uri": f"sqlite:///{tmp_path}/mlflow.db"}
+    pool_corpus = make_speaker_corpus(tmp_path / "pool", speaker_ids(72)[36:])
+    pool = RunSpec(workload="speaker_verification", epochs=1, run_name="pool", data_source=str(pool_corpus),
+                   **settings)
+    pool_branch = prepare_branch(spark, pool, "model_a")
+    pretrained = load_run_model(train_run(spark, pool_branch))
+    spec = RunSpec(workload="speaker_verification", epochs=2, transfer_from=pool_branch.run_uri(),
+                   transfer_head_epochs=1, run_name="from-pool", data_source=str(corpus), **settings)
+    stages = training_stages(prepare_branch(spark, spec, "model_a"))
+    assert [(stage.transfer_stage, stage.epochs) for stage in stages] == [("head", 1), ("fine_tune", 1)]
+    models = {stage.transfer_stage: load_run_model(train_run(spark, stage)) for stage in stages}
+
+    def weights(model, names):
+        return [weight for name in names for weight in model.get_layer(name).get_weights()]
+
+    units = list(trunk_units(models["head"]).values())  # top first: bilstm, to_sequence, block3, … stem
+    copied = [name for names in units for name in names] + [EMBEDDING_LAYER]
+    for mine, theirs in zip(weights(models["head"], copied), weights(pretrained, copied), strict=True):
+        np.testing.assert_array_equal(mine, theirs)  # transferred, and frozen while the head learned
+    for unit in (units[0], units[-1]):  # the top and the bottom unit both learn when fine-tuning
+        assert any(not np.array_equal(mine, theirs) for mine, theirs in
+                   zip(weights(models["fine_tune"], unit), weights(models["head"], unit), strict=True)), unit
 
 
 @pytest.mark.spark

@@ -29,6 +29,10 @@ class EngineNotFoundError(FileNotFoundError):
     """A TTS engine or voice is missing; the message says which Debian package installs it."""
 
 
+class EngineCrashedError(RuntimeError):
+    """A TTS program was killed by a signal (e.g. a segmentation fault) rather than exiting with an error."""
+
+
 def _binary(program: str) -> str:
     path = shutil.which(program)
     if path is None:
@@ -41,7 +45,8 @@ def _binary(program: str) -> str:
 def _run(command: list[str], what: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
     result = subprocess.run(command, input=stdin, capture_output=True, check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"{what}: {' '.join(command)} exited with {result.returncode}: "
+        error = EngineCrashedError if result.returncode < 0 else RuntimeError
+        raise error(f"{what}: {' '.join(command)} exited with {result.returncode}: "
                            f"{result.stderr.decode(errors='replace').strip()[-500:]}")
     return result
 
@@ -234,7 +239,29 @@ def flite(voice: str, text: str, duration_stretch: float, f0_mean: float, scratc
 
 def festival(voice: Voice, requests: list[tuple[str, float]], f0_mean: float,
              scratch: Path) -> list[tuple[int, np.ndarray]]:
-    """Synthesize (text, duration stretch) requests in one festival process (its start-up dominates)."""
+    """Synthesize (text, duration stretch) requests in one festival process (its start-up dominates).
+
+    festival's Italian diphone voices crash (SIGSEGV) on some questions and exclamations at some duration stretches
+    (e.g. pc_diphone on "dog?" at 1.11): after a crash each request is said alone, and one that still crashes is
+    said as a statement. Deterministic, so a corpus's recipe still makes the same clips."""
+    try:
+        return _festival_batch(voice, requests, f0_mean, scratch)
+    except EngineCrashedError:
+        if len(requests) > 1:
+            alone = []
+            for index, request in enumerate(requests):
+                (scratch / f"alone-{index}").mkdir(exist_ok=True)
+                alone += festival(voice, [request], f0_mean, scratch / f"alone-{index}")
+            return alone
+        text, stretch = requests[0]
+        statement = text.rstrip("?!,.") + "."
+        if statement == text:
+            raise
+        return _festival_batch(voice, [(statement, stretch)], f0_mean, scratch)
+
+
+def _festival_batch(voice: Voice, requests: list[tuple[str, float]], f0_mean: float,
+                    scratch: Path) -> list[tuple[int, np.ndarray]]:
     f0_std = 0.14 * f0_mean
     script = [f"(voice_{voice.name})",
               f"(set! int_lr_params '((target_f0_mean {f0_mean:.1f}) (target_f0_std {f0_std:.1f}) "

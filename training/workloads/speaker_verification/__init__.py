@@ -54,16 +54,18 @@ SETTINGS = (
             "Clips each trial speaker enrolls with (the mean of their L2-normalised embeddings); the evaluation "
             "also reports the fused system with the other choices. A speaker needs one clip more than this to be "
             "in the trials.", DATA, choices=ENROLLMENT_CHOICES),
-    Setting("transfer_from", str, "", "Model A: transfer from a keyword spotter",
-            "Start model A's trunk from a trained keyword spotter: 'auto' (the newest finished "
-            "kws_densenet_bilstm run in this MLflow store on log-mel features that heard no sv_dev or sv_eval "
-            "speaker — one trained with training_speakers=sv_train; when there is none, one is trained first on "
-            "the sv_train clips with their words as labels), an MLflow run id or a keyword-spotting run directory "
-            "(a run the keyword spotter's model asset triggers gets that run's directory); empty: from scratch "
-            "(the default: "
-            "make bench-sv measured transfer worse than scratch on the synthetic corpus). Two stages follow the "
-            "spotter: the head alone with the trunk frozen (transfer_head_epochs), then the upper blocks too at a "
-            "quarter of the learning rate.", TRAINING, optional=True,
+    Setting("transfer_from", str, "", "Model A: transfer from a trained trunk",
+            "Start model A's trunk from a trained source: a speaker model A pretrained on a separate pool of "
+            "speakers (its speaker_verification model_a run directory or MLflow run id; e.g. a run on the "
+            "synthetic corpus of another seed, whose speakers are none of this corpus's — make bench-sv-transfer "
+            "measures it), or a keyword spotter: 'auto' (the newest finished kws_densenet_bilstm run in this "
+            "MLflow store on log-mel features that heard no sv_dev or sv_eval speaker — one trained with "
+            "training_speakers=sv_train; when there is none, one is trained first on the sv_train clips with "
+            "their words as labels), an MLflow run id or a keyword-spotting run directory (a run the keyword "
+            "spotter's model asset triggers gets that run's directory). A source that heard an sv_dev or sv_eval "
+            "speaker is refused. Empty: from scratch (the default). Two stages follow: the head alone with the "
+            "source's layers frozen (transfer_head_epochs), then, at a quarter of the learning rate, every layer "
+            "(from a speaker model) or the upper three trunk units (from a spotter).", TRAINING, optional=True,
             pattern=r"auto|[0-9a-f]{32}|(file://|hdfs://|/)[^\s]+", uri_schemes=DATASET_SCHEMES,
             pattern_help="must be 'auto', an MLflow run id (32 hexadecimal digits) or a run directory (an "
                          "absolute path, file:// or hdfs:// URI)", metavar="SOURCE", empty_means="from scratch",

@@ -1,18 +1,23 @@
-"""Transfer learning for model A: its DenseNet-BiLSTM trunk starts from a trained keyword spotter's.
+"""Transfer learning for model A: its DenseNet-BiLSTM trunk starts from a trained source's — a keyword spotter's,
+or a speaker model A's pretrained on a separate pool of speakers (a trunk that already knows voices).
 
 The train step of model A with ``transfer_from`` set trains in stages, each a run of its own (checkpoints, MLflow
 run) below the model's run directory, through the run's strategy:
 
 1. ``spotter`` — only when ``transfer_from`` is 'auto' and no keyword-spotting run fits: a keyword spotter trained on
    the same shards, the sv_train speakers' clips, with their words as labels (so it has heard no other speaker);
-2. ``head`` — model A with the spotter's trunk copied by layer name and frozen: only the head learns;
-3. ``fine_tune`` — from the head stage's model, the upper three trunk units (BiLSTM, to-sequence, block 3) learn
-   too, at a quarter of the learning rate; the margin ramp goes on where the head stage left it.
+2. ``head`` — model A with the source's trunk (and, from a speaker model, its embedding layer) copied by layer name
+   and frozen: only the head learns;
+3. ``fine_tune`` — from the head stage's model at a quarter of the learning rate: from a keyword spotter, the upper
+   three trunk units (BiLSTM, to-sequence, block 3) learn too; from a speaker model, every layer does (its trunk
+   was trained for this task). The margin ramp goes on where the head stage left it.
 
-A keyword spotter fits when it is a finished kws_densenet_bilstm run on log-mel features that heard no sv_dev or
-sv_eval speaker of this run's corpus (one that did would flatter the figures): a keyword-spotting run with
-``training_speakers=sv_train`` and the same held-out families — what the speaker_verification DAG gets when the
-keyword spotter's model asset triggers it. Anything else is refused in one line before any training starts.
+A source fits when it is a finished run that heard no sv_dev or sv_eval speaker of this run's corpus (one that did
+would flatter the figures): a kws_densenet_bilstm run on log-mel features with ``training_speakers=sv_train`` and
+the same held-out families — what the speaker_verification DAG gets when the keyword spotter's model asset
+triggers it — or a speaker_verification model A run of another corpus (the pretraining pool: e.g. the synthetic
+corpus of another seed, whose speakers are drawn from other generators), whose sv_train speakers are none of this
+corpus's trial speakers. Anything else is refused in one line before any training starts.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 KEYWORD_SPOTTING = "kws_densenet_bilstm"
-FINE_TUNED_UNITS = 3  # bilstm, to_sequence, block3 (speaker_embedding.trunk_units, top first)
+SPEAKER_VERIFICATION = "speaker_verification"
+FINE_TUNED_UNITS = 3  # from a spotter: bilstm, to_sequence, block3 (speaker_embedding.trunk_units, top first)
 FINE_TUNE_RATE_FACTOR = 0.25
 AUTO_CANDIDATES = 50  # newest keyword-spotting runs 'auto' looks at
 
@@ -82,31 +88,66 @@ def resolve_spotter(spec: RunSpec) -> str | None:
 
 
 def check_spotter(spec: RunSpec, spotter: RunSpec, reference: str) -> str:
-    """Refuse a run that is no finished log-mel keyword spotter or that heard speakers outside sv_train; returns
-    its run directory."""
+    """Refuse a run that is no finished source for model A — a log-mel keyword spotter or a speaker model A — or
+    that heard a trial speaker of this run's corpus; returns its run directory."""
+    if spotter.workload == SPEAKER_VERIFICATION:
+        return _check_speaker_source(spec, spotter, reference)
     from training.speech import ingest as speech_ingest
 
     if spotter.workload != KEYWORD_SPOTTING:
         raise RunSpecError(f"transfer_from={reference!r}: a {spotter.workload} run, not a keyword spotter "
-                           f"({KEYWORD_SPOTTING})")
+                           f"({KEYWORD_SPOTTING}) or a speaker model A ({SPEAKER_VERIFICATION}, {MODEL_A})")
     if spotter.features != MODEL_FEATURES[MODEL_A]:
         raise RunSpecError(f"transfer_from={reference!r}: the keyword spotter read {spotter.features} features, model "
                            f"A reads {MODEL_FEATURES[MODEL_A]}: mismatched feature kinds")
-    record = storage.read_json(storage.join(spotter.run_uri(), RESULT_FILE))
-    if record is None or not record.get("mlflow_run_id"):
-        raise RunSpecError(f"transfer_from={reference!r}: {spotter.run_uri()} holds no finished training")
-    sets = storage.require_manifest(spec.raw_uri()).get("speaker_sets") or {}
+    _require_finished(spotter, reference)
     heard = speech_ingest.split_speakers(spotter.raw_uri(), "train")
+    _refuse_trial_speakers(spec, heard, reference, "the keyword spotter",
+                           "train it with training_speakers=sv_train (and this run's held_out_families), or use "
+                           "'auto' to train one on the sv_train clips")
+    return spotter.run_uri()
+
+
+def _check_speaker_source(spec: RunSpec, source: RunSpec, reference: str) -> str:
+    """A speaker model A of another corpus (the pretraining pool): finished, and its training speakers (its
+    corpus's sv_train) none of this corpus's sv_dev or sv_eval speakers."""
+    if source.embedding_model != MODEL_A:
+        raise RunSpecError(f"transfer_from={reference!r}: a speaker_verification run of "
+                           f"{source.embedding_model or 'no embedding model'}, not of {MODEL_A} (model A's trunk is "
+                           "the one that transfers)")
+    _require_finished(source, reference)
+    sets = storage.read_manifest(source.raw_uri())
+    if sets is None or not isinstance(sets.get("speaker_sets"), dict):
+        raise RunSpecError(f"transfer_from={reference!r}: its corpus {source.raw_uri()} is gone or records no speaker "
+                           "sets: which speakers it heard cannot be checked")
+    heard = sorted(speaker for speaker, name in sets["speaker_sets"].items() if name == "sv_train")
+    _refuse_trial_speakers(spec, heard, reference, "the speaker model",
+                           "pretrain it on a corpus of other speakers (e.g. the synthetic corpus of another seed)")
+    return source.run_uri()
+
+
+def _require_finished(source: RunSpec, reference: str) -> None:
+    record = storage.read_json(storage.join(source.run_uri(), RESULT_FILE))
+    if record is None or not record.get("mlflow_run_id"):
+        raise RunSpecError(f"transfer_from={reference!r}: {source.run_uri()} holds no finished training")
+
+
+def _refuse_trial_speakers(spec: RunSpec, heard: list[str], reference: str, what: str, remedy: str) -> None:
+    sets = storage.require_manifest(spec.raw_uri()).get("speaker_sets") or {}
     # Speakers this corpus has no set for (left out for too few clips, or of another corpus) are in no trial.
     trial_speakers = sorted(speaker for speaker in heard if sets.get(speaker) in ("sv_dev", "sv_eval"))
     if trial_speakers:
         in_eval = [speaker for speaker in trial_speakers if sets.get(speaker) == "sv_eval"]
-        raise RunSpecError(f"transfer_from={reference!r}: the keyword spotter was trained on {len(trial_speakers)} "
+        raise RunSpecError(f"transfer_from={reference!r}: {what} was trained on {len(trial_speakers)} "
                            f"speakers outside sv_train ({len(in_eval)} of them in sv_eval, e.g. "
                            f"{(in_eval or trial_speakers)[0]}): its trunk has heard speakers it would be evaluated "
-                           "on; train it with training_speakers=sv_train (and this run's held_out_families), or use "
-                           "'auto' to train one on the sv_train clips")
-    return spotter.run_uri()
+                           f"on; {remedy}")
+
+
+def source_knows_voices(spec: RunSpec) -> bool:
+    """Whether this transfer's source (``transfer_from``, a checked run directory) is a speaker model."""
+    recorded = storage.read_json(storage.join(storage.to_uri(spec.transfer_from), RUN_SPEC_FILE)) or {}
+    return recorded.get("workload") == SPEAKER_VERIFICATION
 
 
 def _spec_from(values: dict[str, Any], reference: str) -> RunSpec:
@@ -149,21 +190,28 @@ def _finished_keyword_spotting_runs(spec: RunSpec) -> list[RunSpec]:
 
 
 def stage_model(spec: RunSpec, num_speakers: int) -> Any:
-    """Model A for a transfer stage: the spotter's trunk, frozen (head), or the head stage's model with its upper
-    units unfrozen (fine_tune). Compile after (Keras reads ``trainable`` then)."""
+    """Model A for a transfer stage: the source's trunk (and a speaker source's embedding layer), frozen (head), or
+    the head stage's model with its upper units — every unit, from a speaker source — unfrozen (fine_tune). Compile
+    after (Keras reads ``trainable`` then)."""
     import training.workloads.speaker_verification.speaker_embedding as speaker_embedding
     from training.models.model_files import load_run_model
     from training.speech.audio.features import feature_shape
 
     model = speaker_embedding.densenet_bilstm_embedder(feature_shape(spec.features), num_speakers=num_speakers)
+    knows_voices = source_knows_voices(spec)
+    embedding = model.get_layer(speaker_embedding.EMBEDDING_LAYER)
     if spec.transfer_stage == HEAD:
-        spotter = load_run_model(_run_record(spec.transfer_from))
-        speaker_embedding.transfer_trunk(spotter, model)
+        source = load_run_model(_run_record(spec.transfer_from))
+        speaker_embedding.transfer_trunk(source, model)
         speaker_embedding.freeze_trunk(model, trainable_blocks=0)
+        if knows_voices:  # the embedding it learned is the speaker space; only the new speakers' cosines learn
+            embedding.set_weights(source.get_layer(speaker_embedding.EMBEDDING_LAYER).get_weights())
+            embedding.trainable = False
     elif spec.transfer_stage == FINE_TUNE:
         head_run = spec.with_changes(transfer_stage=HEAD).run_uri()
         model.set_weights(load_run_model(_run_record(head_run)).get_weights())
-        speaker_embedding.freeze_trunk(model, trainable_blocks=FINE_TUNED_UNITS)
+        units = len(speaker_embedding.trunk_units(model)) if knows_voices else FINE_TUNED_UNITS
+        speaker_embedding.freeze_trunk(model, trainable_blocks=units)
     return model
 
 
