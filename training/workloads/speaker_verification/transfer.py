@@ -147,7 +147,8 @@ def _refuse_trial_speakers(spec: RunSpec, heard: list[str], reference: str, what
 def source_knows_voices(spec: RunSpec) -> bool:
     """Whether this transfer's source (``transfer_from``, a checked run directory) is a speaker model."""
     recorded = storage.read_json(storage.join(storage.to_uri(spec.transfer_from), RUN_SPEC_FILE)) or {}
-    return recorded.get("workload") == SPEAKER_VERIFICATION
+    # The spotter 'auto' trains is a stage of a speaker_verification run, but a keyword spotter all the same.
+    return recorded.get("workload") == SPEAKER_VERIFICATION and recorded.get("transfer_stage") != SPOTTER
 
 
 def _spec_from(values: dict[str, Any], reference: str) -> RunSpec:
