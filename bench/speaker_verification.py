@@ -116,16 +116,11 @@ def build_embedder(kind: str, input_shape: tuple[int, ...], speakers: int, seed:
     return build(input_shape, num_speakers=speakers)
 
 
-def transfer_comparison(features: np.ndarray, labels: np.ndarray, words: np.ndarray, speakers: int,
-                        scratch: list[dict[str, float]], args: argparse.Namespace, dev_eer: DevEqualErrorRate
-                        ) -> dict[str, Any]:
-    """A keyword spotter (35 words) trained on the sv_train speakers' clips, its trunk moved into model A, then
-    (a) trunk frozen, head only, and (b) two stages: head only, then the upper blocks at a quarter of the rate;
-    epochs and seconds of each to reach the from-scratch model's final development EER."""
+def train_spotter(features: np.ndarray, words: np.ndarray, args: argparse.Namespace) -> tuple[Any, float, Any]:
+    """A keyword spotter (the clips' words as labels) trained ``args.kws_epochs`` epochs: (model, seconds, history)."""
     import tensorflow as tf
 
     from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
-    from training.workloads.speaker_verification.speaker_embedding import freeze_trunk, transfer_trunk
 
     word_names = sorted(set(words))
     word_labels = np.array([word_names.index(word) for word in words], np.int32)
@@ -135,7 +130,18 @@ def transfer_comparison(features: np.ndarray, labels: np.ndarray, words: np.ndar
                     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
     started = time.perf_counter()
     history = spotter.fit(features, word_labels, batch_size=args.batch_size, epochs=args.kws_epochs, verbose=2)
-    spotter_seconds = time.perf_counter() - started
+    return spotter, time.perf_counter() - started, history
+
+
+def transfer_comparison(features: np.ndarray, labels: np.ndarray, words: np.ndarray, speakers: int,
+                        scratch: list[dict[str, float]], args: argparse.Namespace, dev_eer: DevEqualErrorRate
+                        ) -> dict[str, Any]:
+    """A keyword spotter (35 words) trained on the sv_train speakers' clips, its trunk moved into model A, then
+    (a) trunk frozen, head only, and (b) two stages: head only, then the upper blocks at a quarter of the rate;
+    epochs and seconds of each to reach the from-scratch model's final development EER."""
+    from training.workloads.speaker_verification.speaker_embedding import freeze_trunk, transfer_trunk
+
+    spotter, spotter_seconds, history = train_spotter(features, words, args)
     target = scratch[-1]["dev_eer"]
     result: dict[str, Any] = {"keyword_spotter": {"epochs": args.kws_epochs, "seconds": spotter_seconds,
                                                   "training_accuracy": float(history.history["accuracy"][-1])},

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 from results import publish_run, recorded_as, table
-from speaker_verification import DevEqualErrorRate, build_embedder, fit, read_corpus, summarise
+from speaker_verification import DevEqualErrorRate, build_embedder, fit, read_corpus, summarise, train_spotter
 
 from training import REPO_ROOT
 
@@ -127,20 +127,10 @@ def transfer_from_spotter(features: np.ndarray, labels: np.ndarray, words: np.nd
                           args: argparse.Namespace, dev_eer: DevEqualErrorRate) -> tuple[Any, list, dict]:
     """The pipeline's keyword-spotter source: a spotter trained on the sv_train clips with their words as labels,
     its trunk into model A, the head alone, then the upper three trunk units at a quarter of the rate."""
-    import tensorflow as tf
-
-    from training.workloads.kws_densenet_bilstm.model import densenet_bilstm
     from training.workloads.speaker_verification.speaker_embedding import freeze_trunk, transfer_trunk
 
-    word_names = sorted(set(words))
-    word_labels = np.array([word_names.index(word) for word in words], np.int32)
-    tf.keras.utils.set_random_seed(args.seed)
-    spotter = densenet_bilstm(features.shape[1:], len(word_names))
-    spotter.compile(optimizer=tf.keras.optimizers.Adam(args.learning_rate),
-                    loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
-    started = time.perf_counter()
-    history = spotter.fit(features, word_labels, batch_size=args.batch_size, epochs=args.kws_epochs, verbose=2)
-    source = {"epochs": args.kws_epochs, "seconds": time.perf_counter() - started,
+    spotter, seconds, history = train_spotter(features, words, args)
+    source = {"epochs": args.kws_epochs, "seconds": seconds,
               "examples": len(features) * args.kws_epochs,
               "training_accuracy": float(history.history["accuracy"][-1])}
     model = build_embedder("log_mel", features.shape[1:], classes, args.seed)
