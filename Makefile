@@ -147,7 +147,7 @@ bench-kws-foreign-engine: setup-training  ## keyword spotting checked on SAM, a 
 bench-sv: setup-training  ## speaker verification: embedding models A and B, their fusion, transfer from a keyword spotter (~25 min)
 	$(TRAINING_BIN)/python bench/speaker_verification.py
 
-bench-sv-transfer: setup-training  ## speaker model A: transfer from a trunk pretrained on a separate pool of 500 synthetic speakers (another seed), against scratch and a pooled-data control with as many examples (~65 min)
+bench-sv-transfer: setup-training  ## speaker model A: transfer from a trunk pretrained on a separate pool of 500 synthetic speakers (another seed), against scratch and a pooled-data control with as many examples (~80 min)
 	$(TRAINING_BIN)/python bench/sv_transfer.py
 
 bench-sv-trials: setup-training  ## speaker verification: trials per condition for corpus sizes, counted without synthesising (3 s)
