@@ -8,8 +8,9 @@ fusion and transfer helpers — training/workloads/speaker_verification/ runs th
 2. speakers split into sv_train / sv_dev / sv_eval by Speech Commands' sha1 rule (training.speech.trials);
 3. log-mel and MFCC maps of every clip; A and B trained as speaker classifiers on sv_train with the additive
    angular margin softmax (scale 30, margin ramped 0 → 0.2);
-4. embeddings of every clip; trials on sv_dev (fusion/calibration training) and sv_eval (reported): same word,
-   different word, hard (non-targets of the same voice family), all; S-norm against the sv_train cohort;
+4. embeddings of every clip; the pipeline's trials on sv_dev (fusion/calibration training) and sv_eval (reported):
+   same word, different word, hard (non-targets of the same voice: one family or one recorded donor), all; S-norm
+   against the sv_train cohort;
 5. EER, minDCF at P_target 0.01/0.05, actual DCF, Cllr per system and condition; fused − best single EER with its
    paired interval. Targets (issue 14): fusion EER below the best single model's, the interval of the difference
    excluding 0 at least on different-word trials.
@@ -241,6 +242,7 @@ def main(argv: list[str] | None = None) -> None:
     from training.speech.audio.features import compute_features
     from training.speech.synthesis.corpus import default_corpus_dir, synthesize_corpus
     from training.workloads.speaker_verification import report as sv
+    from training.workloads.speaker_verification import speaker_clips
     from training.workloads.speaker_verification.speaker_embedding import embedding_model, parameter_count
 
     started = time.perf_counter()
@@ -256,9 +258,8 @@ def main(argv: list[str] | None = None) -> None:
     print("speakers per set: " + ", ".join(f"{name} {len(members)}" for name, members in in_set.items()))
     clips = trial_lists.Clips(speaker=corpus["speaker"], word=corpus["word"], family=corpus["family"],
                               digest=corpus["digest"])
-    development = trial_lists.make_trials(clips, in_set["sv_dev"], args.enrollment, args.seed)
-    evaluation = trial_lists.make_trials(clips, in_set["sv_eval"], args.enrollment, args.seed + 1)
-    trial_lists.check_disjoint(assignment, {"sv_dev": development, "sv_eval": evaluation}, clips)
+    trials = speaker_clips.trial_sets(clips, assignment, args.enrollment, args.seed)
+    development, evaluation = trials["sv_dev"], trials["sv_eval"]
     print(f"trials: dev {development.counts()['all']}, eval {evaluation.counts()}", flush=True)
 
     train_rows = np.flatnonzero(np.isin(corpus["speaker"], in_set["sv_train"]))

@@ -299,6 +299,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from training.speech.audio.features import compute_features
     from training.speech.synthesis.corpus import default_corpus_dir, synthesize_corpus
     from training.workloads.speaker_verification import report as sv
+    from training.workloads.speaker_verification import speaker_clips
     from training.workloads.speaker_verification.speaker_embedding import embedding_model
 
     started = time.perf_counter()
@@ -319,9 +320,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
               for name in trial_lists.SPEAKER_SETS}
     clips = trial_lists.Clips(speaker=corpus["speaker"], word=corpus["word"], family=corpus["family"],
                               digest=corpus["digest"])
-    development = trial_lists.make_trials(clips, in_set["sv_dev"], args.enrollment, args.seed)
-    evaluation = trial_lists.make_trials(clips, in_set["sv_eval"], args.enrollment, args.seed + 1)
-    trial_lists.check_disjoint(assignment, {"sv_dev": development, "sv_eval": evaluation}, clips)
+    trials = speaker_clips.trial_sets(clips, assignment, args.enrollment, args.seed)
+    development, evaluation = trials["sv_dev"], trials["sv_eval"]
     print("speakers per set: " + ", ".join(f"{name} {len(members)}" for name, members in in_set.items())
           + f"; pool {len(set(pool['speaker']))} (none in a trial)", flush=True)
 

@@ -319,6 +319,30 @@ def test_hard_trials_pair_the_voices_of_one_recorded_donor_across_engines():
         assert by_voice.counts()[condition] == by_family.counts()[condition]
 
 
+def test_the_trial_sets_the_pipeline_and_the_benches_score_pair_one_donor_across_engines():
+    # speaker_clips.trial_sets is the one maker of sv_dev/sv_eval for ingestion and for bench-sv/bench-sv-transfer:
+    # its hard non-targets include flite's SLT against festival's SLT, and each set has its own seed.
+    from training.workloads.speaker_verification.speaker_clips import trial_sets
+
+    families = ["flite/slt", "festival/cmu_us_slt_arctic_hts", "rhvoice/bdl"]
+    speakers = speaker_ids(12, prefix="set")
+    family = {speaker: families[number % len(families)] for number, speaker in enumerate(speakers)}
+    rows = [(speaker, word, family[speaker], hashlib.sha1(f"{speaker}/{word}/{take}".encode()).hexdigest())
+            for speaker in speakers for word in WORDS for take in range(2)]
+    clips = Clips(*(np.array(column, dtype=object) for column in zip(*rows, strict=True)))
+    assignment = {speaker: ("sv_dev", "sv_eval")[number % 2] for number, speaker in enumerate(speakers)}
+    trials = trial_sets(clips, assignment, enrollment_utterances=3, seed=5)
+    assert sorted(trials) == ["sv_dev", "sv_eval"]
+    assert (trials["sv_dev"].seed, trials["sv_eval"].seed) == (5, 6)
+    for set_name, set_trials in trials.items():
+        assert set(set_trials.enrollment) == {s for s, name in assignment.items() if name == set_name}
+        hard = set_trials.condition("hard") & (set_trials.label == 0)
+        pairs = {(family[model], family[clips.speaker[row]])
+                 for model, row in zip(set_trials.model_speaker[hard], set_trials.test_clip[hard], strict=True)}
+        assert ("flite/slt", "festival/cmu_us_slt_arctic_hts") in pairs
+        assert not any("rhvoice/bdl" in pair and pair[0] != pair[1] for pair in pairs)
+
+
 def test_the_voice_catalogue_names_each_shared_donor_in_several_engines():
     from collections import defaultdict
 

@@ -126,8 +126,11 @@ def history() -> str:
     entries = json.loads(path.read_text())
     parts = [""]
     for entry in entries:
-        parts += [f"### {entry['date']} — {entry['topic']}", "", f"*From the README's section “{entry['section']}”.*",
-                  "", entry["text"].strip(), ""]
+        # An entry is a note from the README's old lab notebook (its section) or a recorded result that a later
+        # run of its command replaced (its file and checkout), so that superseded figures stay readable.
+        origin = (f"*From the README's section “{entry['section']}”.*" if "section" in entry
+                  else f"*Superseded record: `{entry['record']}` of checkout {entry['commit']}.*")
+        parts += [f"### {entry['date']} — {entry['topic']}", "", origin, "", entry["text"].strip(), ""]
     return "\n".join(parts)
 
 

@@ -51,6 +51,19 @@ def trials_file(set_name: str) -> str:
     return f"trials/{set_name}.json"
 
 
+def trial_sets(clips: trial_lists.Clips, assignment: dict[str, str], enrollment_utterances: int,
+               seed: int) -> dict[str, trial_lists.Trials]:
+    """The sv_dev and sv_eval trial lists of a clip table whose speakers ``assignment`` puts in sets, checked
+    disjoint: sv_dev with ``seed``, sv_eval with ``seed`` + 1, and the voice catalogue's donor map, so that "hard"
+    pairs the same voice across engines. The benches call this too, so that they score the pipeline's trials."""
+    voice_keys = synthetic_voices.voice_keys()
+    trials = {set_name: trial_lists.make_trials(clips, [s for s, name in assignment.items() if name == set_name],
+                                                enrollment_utterances, seed + number, voice_keys=voice_keys)
+              for number, set_name in enumerate(TRIAL_SETS)}
+    trial_lists.check_disjoint(assignment, trials, clips)
+    return trials
+
+
 def classifier_split(relative: str) -> str:
     """An sv_train speaker's clip's split: "train", or, for about HELD_OUT_SHARE_PERCENT % chosen by the sha1 of
     the path, "validation" or "test" (another digit of the same hash, so the two halves are independent of it)."""
@@ -99,11 +112,7 @@ def ingest(source: str, destination: str, enrollment_utterances: int = 3, seed: 
                               word=np.array([row[1] for row in corpus], object),
                               family=np.array([families[row[2]] for row in corpus], object),
                               digest=np.array([trial_lists.pcm_digest(row[3]) for row in corpus], object))
-    voice_keys = synthetic_voices.voice_keys()
-    trials = {set_name: trial_lists.make_trials(clips, [s for s, name in assignment.items() if name == set_name],
-                                                enrollment_utterances, seed + number, voice_keys=voice_keys)
-              for number, set_name in enumerate(TRIAL_SETS)}
-    trial_lists.check_disjoint(assignment, trials, clips)
+    trials = trial_sets(clips, assignment, enrollment_utterances, seed)
 
     rows = {split: speech_ingest.SplitRows() for split in ("train", "validation", "test", *TRIAL_SETS)}
     indices: dict[str, list[int]] = {split: [] for split in rows}
