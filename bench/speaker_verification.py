@@ -59,6 +59,23 @@ def read_corpus(root: Path) -> dict[str, Any]:
             "digest": np.array([hashlib.sha1(pcm.tobytes()).hexdigest() for _, _, pcm in rows], dtype=object)}
 
 
+def speaker_sets_and_trials(corpus: dict[str, Any], enrollment: int, seed: int
+                            ) -> tuple[dict[str, list[str]], Any, Any]:
+    """The corpus's speakers per set by the pipeline's rule, and its sv_dev and sv_eval trials made by the
+    pipeline's own maker (speaker_clips.trial_sets): (speakers per set, development trials, evaluation trials)."""
+    from training.speech import trials as trial_lists
+    from training.workloads.speaker_verification import speaker_clips
+
+    families = {str(s): str(f) for s, f in zip(corpus["speaker"], corpus["family"], strict=True)}
+    assignment = trial_lists.assign_speaker_sets(sorted(families), families)
+    in_set = {name: sorted(s for s, set_name in assignment.items() if set_name == name)
+              for name in trial_lists.SPEAKER_SETS}
+    clips = trial_lists.Clips(speaker=corpus["speaker"], word=corpus["word"], family=corpus["family"],
+                              digest=corpus["digest"])
+    trials = speaker_clips.trial_sets(clips, assignment, enrollment, seed)
+    return in_set, trials["sv_dev"], trials["sv_eval"]
+
+
 class DevEqualErrorRate:
     """After every epoch: the EER of raw cosine scores on the development trials (the transfer comparison's clock;
     the reported figures use the evaluation trials)."""
@@ -238,11 +255,9 @@ def main(argv: list[str] | None = None) -> None:
 
     import tensorflow as tf
 
-    from training.speech import trials as trial_lists
     from training.speech.audio.features import compute_features
     from training.speech.synthesis.corpus import default_corpus_dir, synthesize_corpus
     from training.workloads.speaker_verification import report as sv
-    from training.workloads.speaker_verification import speaker_clips
     from training.workloads.speaker_verification.speaker_embedding import embedding_model, parameter_count
 
     started = time.perf_counter()
@@ -251,15 +266,8 @@ def main(argv: list[str] | None = None) -> None:
     corpus = read_corpus(corpus_dir)
     print(f"corpus {corpus_dir}: {len(corpus['audio'])} clips of {len(set(corpus['speaker']))} speakers "
           f"({time.perf_counter() - started:.0f} s)", flush=True)
-    families = {str(s): str(f) for s, f in zip(corpus["speaker"], corpus["family"], strict=True)}
-    assignment = trial_lists.assign_speaker_sets(sorted(families), families)
-    in_set = {name: sorted(s for s, set_name in assignment.items() if set_name == name)
-              for name in trial_lists.SPEAKER_SETS}
+    in_set, development, evaluation = speaker_sets_and_trials(corpus, args.enrollment, args.seed)
     print("speakers per set: " + ", ".join(f"{name} {len(members)}" for name, members in in_set.items()))
-    clips = trial_lists.Clips(speaker=corpus["speaker"], word=corpus["word"], family=corpus["family"],
-                              digest=corpus["digest"])
-    trials = speaker_clips.trial_sets(clips, assignment, args.enrollment, args.seed)
-    development, evaluation = trials["sv_dev"], trials["sv_eval"]
     print(f"trials: dev {development.counts()['all']}, eval {evaluation.counts()}", flush=True)
 
     train_rows = np.flatnonzero(np.isin(corpus["speaker"], in_set["sv_train"]))

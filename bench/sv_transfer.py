@@ -36,7 +36,15 @@ from typing import Any
 
 import numpy as np
 from results import publish_run, recorded_as, table
-from speaker_verification import DevEqualErrorRate, build_embedder, fit, read_corpus, summarise, train_spotter
+from speaker_verification import (
+    DevEqualErrorRate,
+    build_embedder,
+    fit,
+    read_corpus,
+    speaker_sets_and_trials,
+    summarise,
+    train_spotter,
+)
 
 from training import REPO_ROOT
 
@@ -295,11 +303,9 @@ def main(argv: list[str] | None = None) -> int:
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import tensorflow as tf
 
-    from training.speech import trials as trial_lists
     from training.speech.audio.features import compute_features
     from training.speech.synthesis.corpus import default_corpus_dir, synthesize_corpus
     from training.workloads.speaker_verification import report as sv
-    from training.workloads.speaker_verification import speaker_clips
     from training.workloads.speaker_verification.speaker_embedding import embedding_model
 
     started = time.perf_counter()
@@ -314,14 +320,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     corpus, pool = corpora["corpus"], corpora["pool"]
     check_pool_disjoint(corpus, pool)
 
-    families = {str(s): str(f) for s, f in zip(corpus["speaker"], corpus["family"], strict=True)}
-    assignment = trial_lists.assign_speaker_sets(sorted(families), families)
-    in_set = {name: sorted(s for s, set_name in assignment.items() if set_name == name)
-              for name in trial_lists.SPEAKER_SETS}
-    clips = trial_lists.Clips(speaker=corpus["speaker"], word=corpus["word"], family=corpus["family"],
-                              digest=corpus["digest"])
-    trials = speaker_clips.trial_sets(clips, assignment, args.enrollment, args.seed)
-    development, evaluation = trials["sv_dev"], trials["sv_eval"]
+    in_set, development, evaluation = speaker_sets_and_trials(corpus, args.enrollment, args.seed)
     print("speakers per set: " + ", ".join(f"{name} {len(members)}" for name, members in in_set.items())
           + f"; pool {len(set(pool['speaker']))} (none in a trial)", flush=True)
 

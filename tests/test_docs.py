@@ -67,6 +67,24 @@ def test_every_results_file_says_when_where_and_by_which_command():
         assert document["machine"].get("cores"), path.name
 
 
+def test_a_history_entry_says_where_it_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # A README note names its section; a superseded record names its file and checkout. An entry with neither
+    # is refused by name, not rendered as a KeyError.
+    monkeypatch.setattr(render, "RESULTS", tmp_path)
+    monkeypatch.setattr(render, "REPO_ROOT", tmp_path.parent)
+    note = {"date": "2026-11-30", "topic": "a note", "section": "Benchmarks", "text": "12 s."}
+    record = {"date": "2026-12-07", "topic": "a record", "record": "docs/results/bench.json", "commit": "abc123",
+              "text": "3.6 %."}
+    (tmp_path / "history.json").write_text(json.dumps([note, record]))
+    text = render.history()
+    assert "*From the README's section “Benchmarks”.*" in text
+    assert "*Superseded record: `docs/results/bench.json` of checkout abc123.*" in text
+    without_commit = {key: value for key, value in record.items() if key != "commit"}
+    (tmp_path / "history.json").write_text(json.dumps([note, without_commit]))
+    with pytest.raises(render.RenderError, match="history.json: entry 2 lacks section \\(or record and commit\\)"):
+        render.history()
+
+
 def test_the_readme_is_short():
     lines = (REPO_ROOT / "README.md").read_text().count("\n")
     assert lines <= README_MOST_LINES, f"README.md has {lines} lines"

@@ -125,7 +125,12 @@ def history() -> str:
         return "\n"
     entries = json.loads(path.read_text())
     parts = [""]
-    for entry in entries:
+    for number, entry in enumerate(entries, start=1):
+        missing = [key for key in ("date", "topic", "text") if key not in entry]
+        if not missing and "section" not in entry and not {"record", "commit"} <= entry.keys():
+            missing = ["section (or record and commit)"]
+        if missing:
+            raise RenderError(f"{path.relative_to(REPO_ROOT)}: entry {number} lacks {', '.join(missing)}")
         # An entry is a note from the README's old lab notebook (its section) or a recorded result that a later
         # run of its command replaced (its file and checkout), so that superseded figures stay readable.
         origin = (f"*From the README's section “{entry['section']}”.*" if "section" in entry
