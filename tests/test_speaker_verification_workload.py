@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -379,7 +380,7 @@ def test_transfer_from_refuses_what_is_not_a_keyword_spotter_trained_on_sv_train
     assert not (tmp_path / "never").exists()
 
 
-def test_transfer_from_a_speaker_model_pretrained_on_other_speakers_and_its_refusals(corpus, tmp_path):
+def test_transfer_from_a_speaker_model_pretrained_on_other_speakers_and_its_refusals(corpus, tmp_path, caplog):
     """A finished speaker model A of another corpus (a pool of other speakers) is a source: two stages. Refused in
     one line before any training: its model B, an unfinished run, a corpus that is gone, and a pool whose sv_train
     holds one of this corpus's sv_eval speakers."""
@@ -407,8 +408,10 @@ def test_transfer_from_a_speaker_model_pretrained_on_other_speakers_and_its_refu
         return training_stages(spec.with_changes(transfer_from=reference).for_branch("model_a").validate())
 
     source = published(pool.for_branch("model_a"))
-    assert [(stage.transfer_stage, stage.transfer_from) for stage in stages_with(source)] == [
-        ("head", source), ("fine_tune", source)]
+    with caplog.at_level(logging.INFO, logger="training.workloads.speaker_verification.transfer"):
+        assert [(stage.transfer_stage, stage.transfer_from) for stage in stages_with(source)] == [
+            ("head", source), ("fine_tune", source)]
+    assert f"model A starts from the speaker model A at {source}" in caplog.text  # not "the keyword spotter"
     from training.workloads.speaker_verification.transfer import source_knows_voices
 
     assert source_knows_voices(stages_with(source)[0])

@@ -49,45 +49,46 @@ def training_stages(spec: RunSpec) -> list[RunSpec]:
                            f"({', '.join(MODEL_FEATURES)}) with its --features (the DAG trains both as branches)")
     if spec.embedding_model != MODEL_A or not spec.transfer_from or spec.transfer_stage:
         if spec.transfer_from and not spec.transfer_stage:
-            resolve_spotter(spec)  # model B checks it too: whichever branch trains first refuses a bad one
+            resolve_source(spec)  # model B checks it too: whichever branch trains first refuses a bad one
         return [spec]
     stages = []
-    spotter_run = resolve_spotter(spec)
-    if spotter_run is None:
+    source_run = resolve_source(spec)
+    if source_run is None:
         spotter = spec.with_changes(transfer_stage=SPOTTER, epochs=spec.transfer_spotter_epochs)
         stages.append(spotter)
-        spotter_run = spotter.run_uri()
+        source_run = spotter.run_uri()
         log.info("transfer_from=auto: no finished keyword spotter on log-mel trained only on sv_train speakers; "
                  "training one first (%d epochs)", spec.transfer_spotter_epochs)
     else:
-        log.info("model A starts from the keyword spotter at %s", spotter_run)
-    stages.append(spec.with_changes(transfer_stage=HEAD, epochs=spec.transfer_head_epochs, transfer_from=spotter_run))
+        kind = "speaker model A" if _knows_voices(source_run) else "keyword spotter"
+        log.info("model A starts from the %s at %s", kind, source_run)
+    stages.append(spec.with_changes(transfer_stage=HEAD, epochs=spec.transfer_head_epochs, transfer_from=source_run))
     stages.append(spec.with_changes(transfer_stage=FINE_TUNE, epochs=spec.epochs - spec.transfer_head_epochs,
                                     learning_rate=spec.learning_rate * FINE_TUNE_RATE_FACTOR,
-                                    transfer_from=spotter_run))
+                                    transfer_from=source_run))
     return stages
 
 
-def resolve_spotter(spec: RunSpec) -> str | None:
-    """The run directory of the keyword spotter ``transfer_from`` names (checked), or None for 'auto' when no run
-    fits."""
+def resolve_source(spec: RunSpec) -> str | None:
+    """The run directory of the source ``transfer_from`` names — a keyword spotter or a speaker model A — checked,
+    or None for 'auto' when no keyword spotter fits."""
     reference = spec.transfer_from
     if reference == "auto":
         for candidate in _finished_keyword_spotting_runs(spec):
             try:
-                return check_spotter(spec, candidate, reference)
+                return check_source(spec, candidate, reference)
             except RunSpecError as why:
                 log.info("transfer_from=auto: not %s: %s", candidate.run_uri(), why)
         return None
     if len(reference) == 32 and all(character in "0123456789abcdef" for character in reference):
-        return check_spotter(spec, _spec_of_mlflow_run(spec, reference), reference)
+        return check_source(spec, _spec_of_mlflow_run(spec, reference), reference)
     recorded = storage.read_json(storage.join(storage.to_uri(reference), RUN_SPEC_FILE))
     if recorded is None:
         raise RunSpecError(f"transfer_from={reference!r}: no {RUN_SPEC_FILE} there: not a Cloudburst run directory")
-    return check_spotter(spec, _spec_from(recorded, reference), reference)
+    return check_source(spec, _spec_from(recorded, reference), reference)
 
 
-def check_spotter(spec: RunSpec, spotter: RunSpec, reference: str) -> str:
+def check_source(spec: RunSpec, spotter: RunSpec, reference: str) -> str:
     """Refuse a run that is no finished source for model A — a log-mel keyword spotter or a speaker model A — or
     that heard a trial speaker of this run's corpus; returns its run directory."""
     if spotter.workload == SPEAKER_VERIFICATION:
@@ -146,7 +147,11 @@ def _refuse_trial_speakers(spec: RunSpec, heard: list[str], reference: str, what
 
 def source_knows_voices(spec: RunSpec) -> bool:
     """Whether this transfer's source (``transfer_from``, a checked run directory) is a speaker model."""
-    recorded = storage.read_json(storage.join(storage.to_uri(spec.transfer_from), RUN_SPEC_FILE)) or {}
+    return _knows_voices(spec.transfer_from)
+
+
+def _knows_voices(run: str) -> bool:
+    recorded = storage.read_json(storage.join(storage.to_uri(run), RUN_SPEC_FILE)) or {}
     # The spotter 'auto' trains is a stage of a speaker_verification run, but a keyword spotter all the same.
     return recorded.get("workload") == SPEAKER_VERIFICATION and recorded.get("transfer_stage") != SPOTTER
 
