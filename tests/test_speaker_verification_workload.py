@@ -306,6 +306,30 @@ def test_both_models_train_through_a_strategy_and_score_fuse_evaluate_publish_on
     assert evaluate_trials.evaluate_run(spec.for_branch("model_a")) == recorded  # from a branch's spec too
 
 
+def test_a_model_trained_in_stages_shows_the_training_clock_of_every_stage(tmp_path):
+    """A transferred model A's record is its last stage's: the summary adds up every stage, and says the source's
+    own training is not in it."""
+    from training.contract import RESULT_FILE
+    from training.workloads.speaker_verification import evaluate_trials
+
+    stages = [storage.to_uri(str(tmp_path / "model_a" / name)) for name in ("head", "fine_tune")]
+    for stage, seconds in zip(stages, (21.7, 353.2), strict=True):
+        storage.write_json(storage.join(stage, RESULT_FILE), {"result": {"training_seconds": seconds}})
+    seconds = evaluate_trials.stage_training_seconds({"stages": stages})
+    assert seconds == {"head": 21.7, "fine_tune": 353.2}
+    assert evaluate_trials.stage_training_seconds({"stages": []}) == {}
+    facts = {"mlflow_run_id": "a", "training_seconds": 353.2, "wall_seconds": 435.0,
+             "stage_training_seconds": seconds, "training_seconds_all_stages": sum(seconds.values())}
+    evaluation = {"metrics": {}, "counts": {"different_word": {"targets": 1}}, "models": {"model_a": facts},
+                  "tags": {"model_a_stages": "head → fine_tune"}, "system_uri": "file:///s", "mlflow_run_id": "r"}
+    text = evaluate_trials.summary(RunSpec(workload="speaker_verification", transfer_from="/pool/model_a"),
+                                   evaluation)
+    assert ("training 375 s over its stages (head 22 s, fine_tune 353 s; the source's own training not counted)"
+            in text)
+    assert "training 353 s (435 s wall" not in text  # the last stage's clock alone is not shown as the model's
+    assert "model A trained in stages head → fine_tune from /pool/model_a" in text
+
+
 def prepare_branch(spark, spec: RunSpec, model: str) -> RunSpec:
     """Ingest, then one model's features and shards (no augmented copies): its branch spec, ready to train."""
     from training.jobs.shard import shard_dataset

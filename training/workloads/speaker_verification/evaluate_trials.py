@@ -18,7 +18,7 @@ import numpy as np
 
 from training import storage, tracking
 from training.config import RunSpec, RunSpecError
-from training.contract import EVALUATION_FILE
+from training.contract import EVALUATION_FILE, RESULT_FILE
 from training.workloads.speaker_verification import ENROLLMENT_CHOICES, MODEL_A, MODEL_FEATURES, MODEL_TITLES
 
 log = logging.getLogger(__name__)
@@ -124,14 +124,17 @@ def evaluate_run(spec: RunSpec) -> dict[str, Any]:
         branch_run = mlflow_client.get_run(record["mlflow_run_id"]).data
         branch_metrics = branch_run.metrics
         tags[f"{model}_run_id"] = record["mlflow_run_id"]
-        if record.get("stages"):  # model A transferred from a keyword spotter: one run per stage
-            tags[f"{model}_stages"] = " → ".join(stage.rsplit("/", 1)[-1] for stage in record["stages"])
+        stage_seconds = stage_training_seconds(record)
+        if stage_seconds:  # model A transferred from a source: one run per stage, the record is the last one's
+            tags[f"{model}_stages"] = " → ".join(stage_seconds)
         models[model] = {"mlflow_run_id": record["mlflow_run_id"], "features": MODEL_FEATURES[model],
                          **{name: branch_metrics[name] for name in
                             ("model_parameters", "test_accuracy", "training_seconds", "wall_seconds", "speedup",
                              "samples_per_second_mean", "time_to_target_seconds") if name in branch_metrics},
                          **({"speedup_withheld": branch_run.tags[tracking.SPEEDUP_WITHHELD_TAG]}
-                            if tracking.SPEEDUP_WITHHELD_TAG in branch_run.tags else {})}
+                            if tracking.SPEEDUP_WITHHELD_TAG in branch_run.tags else {}),
+                         **({"stage_training_seconds": stage_seconds,
+                             "training_seconds_all_stages": sum(stage_seconds.values())} if stage_seconds else {})}
         for name, value in models[model].items():
             if isinstance(value, float):
                 metrics[f"{model}_{name}"] = value
@@ -162,6 +165,16 @@ def verification_artifacts(spec: RunSpec, report: Any, evaluation: Any) -> dict[
                                                        "enrollment_utterances": evaluation.enrollment_utterances,
                                                        "counts": evaluation.counts()}}, indent=2).encode()
     return artifacts
+
+
+def stage_training_seconds(record: dict[str, Any]) -> dict[str, float]:
+    """Each stage's training clock, by stage name, for a model trained in stages (none otherwise): the model's
+    record is its last stage's, so its own training_seconds leaves the earlier stages out."""
+    seconds = {}
+    for stage in record.get("stages") or []:
+        result = (storage.read_json(storage.join(stage, RESULT_FILE)) or {}).get("result") or {}
+        seconds[stage.rsplit("/", 1)[-1]] = float(result.get("training_seconds", math.nan))
+    return seconds
 
 
 def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
@@ -203,10 +216,15 @@ def summary(spec: RunSpec, evaluation: dict[str, Any]) -> str:
                  f"no speedup shown: {facts['speedup_withheld']}" if "speedup_withheld" in facts else
                  f"speedup {facts['speedup']:.2f}x (wall time) over its 1-worker run" if "speedup" in facts else
                  "no 1-worker run to compare with yet")
+        clock = (f"training {facts.get('training_seconds', math.nan):.0f} s ({facts.get('wall_seconds', math.nan):.0f}"
+                 " s wall, with start-up and the per-epoch dev EER)")
+        if "stage_training_seconds" in facts:
+            stages = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in facts["stage_training_seconds"].items())
+            clock = (f"training {facts['training_seconds_all_stages']:.0f} s over its stages ({stages}; the "
+                     "source's own training not counted)")
         lines.append(f"  {model}: {int(facts.get('model_parameters', 0)):,} parameters, speaker accuracy "
-                     f"{100 * facts.get('test_accuracy', math.nan):.1f} % on held-out test clips, training "
-                     f"{facts.get('training_seconds', math.nan):.0f} s ({facts.get('wall_seconds', math.nan):.0f} s "
-                     f"wall, with start-up and the per-epoch dev EER), {speed} (MLflow run {facts['mlflow_run_id']})")
+                     f"{100 * facts.get('test_accuracy', math.nan):.1f} % on held-out test clips, {clock}, {speed} "
+                     f"(MLflow run {facts['mlflow_run_id']})")
     stages = evaluation.get("tags", {}).get(f"{MODEL_A}_stages")
     how = f"trained in stages {stages} from {spec.transfer_from}" if stages else \
         "from scratch (transfer_from is empty)"
