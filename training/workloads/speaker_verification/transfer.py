@@ -88,25 +88,25 @@ def resolve_source(spec: RunSpec) -> str | None:
     return check_source(spec, _spec_from(recorded, reference), reference)
 
 
-def check_source(spec: RunSpec, spotter: RunSpec, reference: str) -> str:
+def check_source(spec: RunSpec, source: RunSpec, reference: str) -> str:
     """Refuse a run that is no finished source for model A — a log-mel keyword spotter or a speaker model A — or
     that heard a trial speaker of this run's corpus; returns its run directory."""
-    if spotter.workload == SPEAKER_VERIFICATION:
-        return _check_speaker_source(spec, spotter, reference)
+    if source.workload == SPEAKER_VERIFICATION:
+        return _check_speaker_source(spec, source, reference)
     from training.speech import ingest as speech_ingest
 
-    if spotter.workload != KEYWORD_SPOTTING:
-        raise RunSpecError(f"transfer_from={reference!r}: a {spotter.workload} run, not a keyword spotter "
+    if source.workload != KEYWORD_SPOTTING:
+        raise RunSpecError(f"transfer_from={reference!r}: a {source.workload} run, not a keyword spotter "
                            f"({KEYWORD_SPOTTING}) or a speaker model A ({SPEAKER_VERIFICATION}, {MODEL_A})")
-    if spotter.features != MODEL_FEATURES[MODEL_A]:
-        raise RunSpecError(f"transfer_from={reference!r}: the keyword spotter read {spotter.features} features, model "
+    if source.features != MODEL_FEATURES[MODEL_A]:
+        raise RunSpecError(f"transfer_from={reference!r}: the keyword spotter read {source.features} features, model "
                            f"A reads {MODEL_FEATURES[MODEL_A]}: mismatched feature kinds")
-    _require_finished(spotter, reference)
-    heard = speech_ingest.split_speakers(spotter.raw_uri(), "train")
+    _require_finished(source, reference)
+    heard = speech_ingest.split_speakers(source.raw_uri(), "train")
     _refuse_trial_speakers(spec, heard, reference, "the keyword spotter",
                            "train it with training_speakers=sv_train (and this run's held_out_families), or use "
                            "'auto' to train one on the sv_train clips")
-    return spotter.run_uri()
+    return source.run_uri()
 
 
 def _check_speaker_source(spec: RunSpec, source: RunSpec, reference: str) -> str:
